@@ -1,0 +1,103 @@
+# /// script
+# dependencies = ["nox==2026.10.20"]
+# ///
+"""wheelwright sessions, generated from rows.toml. Thin: every session calls `python -m release`.
+
+`nox -l` lists them. Row sessions are for this machine's CPU arch; set
+WHEELWRIGHT_ARCH=aarch64 to list another arch's rows. Sessions that build,
+publish or change files are not default: name them with -s.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import nox
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from release.cli import host_platform  # noqa: E402
+from release.errors import WheelwrightError  # noqa: E402
+from release.matrix import Row, expand  # noqa: E402
+from release.policy import load_policy  # noqa: E402
+
+nox.needs_version = ">=2026.10.20"
+nox.options.default_venv_backend = "none"
+nox.options.sessions = ["plan"]
+
+POLICY = os.environ.get("WHEELWRIGHT_POLICY", "rows.toml")
+ARCH = os.environ.get("WHEELWRIGHT_ARCH", host_platform())
+PY = sys.executable  # the interpreter running nox has wheelwright installed
+
+STEPS = {
+    "build": "Build the {row} wheel (host toolchain here, cibuildwheel container in CI).",
+    "audit": "Audit the built {row} wheel against its row.",
+    "smoke": "Install the {row} wheel in a fresh venv and run it.",
+    "upload": "Publish the audited {row} wheel to its index.",
+}
+
+
+def _rows() -> tuple[Row, ...]:
+    try:
+        return tuple(r for r in expand(load_policy(POLICY)) if r.platform == ARCH)
+    except WheelwrightError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(exc.return_code) from None
+
+
+ROWS = _rows()
+
+
+def _release(session: nox.Session, *args: str) -> None:
+    session.run(PY, "-m", "release", *args, "--policy", POLICY, external=True)
+
+
+def _row_session(step: str, row: Row) -> None:
+    def run(session: nox.Session) -> None:
+        _release(session, step, row.id, *session.posargs)
+
+    run.__doc__ = STEPS[step].format(row=row.id)
+    nox.session(
+        name=f"{step}-{row.session_suffix}",
+        default=False,
+        tags=[step, row.variant, f"py{row.python.replace('.', '')}"],
+    )(run)
+
+
+for _row in ROWS:
+    for _step in STEPS:
+        _row_session(_step, _row)
+
+
+@nox.session(tags=["plan"])
+def plan(session: nox.Session) -> None:
+    """Show the rows rows.toml expands to (pass --json, --pr, --arch, --offered after --)."""
+    _release(session, "plan", *session.posargs)
+
+
+@nox.session(default=False)
+def matrix(session: nox.Session) -> None:
+    """Print the GitHub Actions build matrix, generated from rows.toml."""
+    _release(session, "matrix", *session.posargs)
+
+
+@nox.session(default=False)
+def release(session: nox.Session) -> None:
+    """Build, audit, smoke-test and publish every row, all or nothing."""
+    _release(session, "release", *session.posargs)
+
+
+@nox.session(default=False)
+def tests(session: nox.Session) -> None:
+    """Run the test suite (unit and integration)."""
+    session.run(PY, "-m", "pytest", *session.posargs, external=True)
+
+
+@nox.session(default=False)
+def lint(session: nox.Session) -> None:
+    """ruff check, ruff format --check and mypy --strict."""
+    session.run(PY, "-m", "ruff", "check", ".", external=True)
+    session.run(PY, "-m", "ruff", "format", "--check", ".", external=True)
+    session.run(PY, "-m", "mypy", external=True)

@@ -1,0 +1,181 @@
+"""Command line: ``python -m release <command>``. Errors are caught here, once."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform as _platform
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from release.errors import InputError, NotImplementedYet, WheelwrightError
+from release.matrix import (
+    Offered,
+    Row,
+    check_offered,
+    expand,
+    github_matrix,
+    load_offered,
+    pick_pr_row,
+    select,
+)
+from release.policy import Policy, load_policy
+
+PLAN_JSON_VERSION = 1
+DEFAULT_POLICY = "rows.toml"
+
+
+def host_platform() -> str:
+    machine = _platform.machine()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine.lower(), machine)
+
+
+def _load_offered(path: str | None) -> Offered | None:
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the --offered file: {exc.strerror}") from None
+    return load_offered(text, path)
+
+
+def resolve_rows(
+    policy: Policy,
+    *,
+    patterns: Sequence[str] = (),
+    platform: str | None = None,
+    pr: bool = False,
+    offered: Offered | None = None,
+) -> tuple[Row, ...]:
+    rows = expand(policy)
+    if offered is not None and not pr:
+        check_offered(rows, offered)
+    if pr:
+        return (pick_pr_row(rows, platform or host_platform(), offered),)
+    return select(policy, rows, patterns=tuple(patterns), platform=platform)
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("rows", nargs="*", metavar="ROW_GLOB", help="row id globs, e.g. 'cu130-*' (default: all)")
+    p.add_argument("--policy", default=DEFAULT_POLICY, help="policy file (default: %(default)s)")
+    p.add_argument("--arch", dest="platform", metavar="ARCH", help="only rows for this CPU arch (x86_64, aarch64)")
+    p.add_argument("--pr", action="store_true", help="pull-request mode: one row, the newest CUDA on offer for the arch")
+    p.add_argument(
+        "--offered",
+        metavar="FILE",
+        help='JSON {"version": 1, "identifiers": [cibuildwheel ids], "images": [builder images]}; '
+        "fails naming every advertised row not offered",
+    )
+
+
+def _rows_from_args(args: argparse.Namespace) -> tuple[Policy, tuple[Row, ...]]:
+    policy = load_policy(args.policy)
+    rows = resolve_rows(
+        policy,
+        patterns=args.rows,
+        platform=args.platform,
+        pr=args.pr,
+        offered=_load_offered(args.offered),
+    )
+    return policy, rows
+
+
+def plan_json(policy: Policy, rows: Sequence[Row]) -> dict[str, Any]:
+    return {
+        "version": PLAN_JSON_VERSION,
+        "policy": policy.path,
+        "project": {"name": policy.project.name, "path": policy.project.path},
+        "rows": [r.to_json() for r in rows],
+    }
+
+
+def render_plan(rows: Sequence[Row]) -> str:
+    header = ("row", "python", "variant", "arch", "gpu archs", "cuda packages", "builder image")
+    lines = [
+        (
+            r.id,
+            r.python,
+            r.variant,
+            r.platform,
+            r.torch_cuda_arch_list or "-",
+            ",".join(p.name for p in r.cuda_packages) or "-",
+            r.builder_image,
+        )
+        for r in rows
+    ]
+    widths = [max(len(str(x[i])) for x in [header, *lines]) for i in range(len(header))]
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    out.append("  ".join("-" * w for w in widths))
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
+    n_cuda = sum(r.is_cuda for r in rows)
+    out.append(f"{len(rows)} rows: {n_cuda} CUDA, {len(rows) - n_cuda} CPU")
+    return "\n".join(line.rstrip() for line in out)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    policy, rows = _rows_from_args(args)
+    if args.json:
+        print(json.dumps(plan_json(policy, rows), indent=2, sort_keys=True))
+    else:
+        print(render_plan(rows))
+    return 0
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    _, rows = _rows_from_args(args)
+    print(json.dumps(github_matrix(rows), sort_keys=True))
+    return 0
+
+
+def _not_yet(step: str, issue: str) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        raise NotImplementedYet(f"'{step}' is not implemented yet ({issue}); nothing was done")
+
+    return handler
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m release",
+        description="wheelwright: build, audit, smoke-test and publish every row of a CUDA wheel "
+        "release policy (rows.toml), all or nothing.",
+        epilog="Exit codes: 0 ok, 1 a check failed, 2 bad input, 3 tool missing, 4 a step failed.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("plan", help="show the rows the policy expands to", description="Show the rows rows.toml expands to.")
+    _add_selection(p)
+    p.add_argument("--json", action="store_true", help=f"versioned JSON (version {PLAN_JSON_VERSION})")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("matrix", help="GitHub Actions matrix JSON for the selected rows")
+    _add_selection(p)
+    p.set_defaults(func=cmd_matrix)
+
+    for step, issue in (("build", "the build issue"), ("audit", "the audit issue"), ("smoke", "the smoke issue"), ("publish", "the publish issue"), ("release", "the release issue")):
+        p = sub.add_parser(step, help=f"{step} (not implemented yet)")
+        _add_selection(p)
+        p.set_defaults(func=_not_yet(step, issue))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except WheelwrightError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.return_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,287 @@
+"""Expand a policy into rows, and select rows. Pure functions: no environment, no globals.
+
+A row is one wheel: (variant, Python, platform). Everything later steps need is
+on the row, so build, audit, smoke and publish never go back to the policy file.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from release.archs import Arch, cmake_cuda_architectures, torch_cuda_arch_list
+from release.errors import InputError, SelectionError
+from release.policy import CudaPackage, Policy
+
+CPU_IMAGE = "default"  # cibuildwheel's own pinned manylinux image
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str  # "cu130-py312-x86_64"
+    variant: str  # "cpu" | "cu130"
+    train: str | None  # "13.0"; None for CPU
+    python: str  # "3.12"
+    platform: str  # "x86_64"
+    gpu_archs: tuple[Arch, ...]
+    cuda_packages: tuple[CudaPackage, ...]
+    builder_image: str
+    pypi_toolchain: tuple[str, ...]
+    host_toolchain_hint: str
+    manylinux: str  # "manylinux_2_28"
+    extra_variants: str
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.train is not None
+
+    @property
+    def python_tag(self) -> str:
+        return "cp" + self.python.replace(".", "")
+
+    @property
+    def session_suffix(self) -> str:
+        """``cu130-py312``: the session name part, for the host platform."""
+        return f"{self.variant}-py{self.python.replace('.', '')}"
+
+    @property
+    def cibw_identifier(self) -> str:
+        return f"{self.python_tag}-manylinux_{self.platform}"
+
+    @property
+    def platform_tag(self) -> str:
+        return f"{self.manylinux}_{self.platform}"
+
+    @property
+    def local_version(self) -> str | None:
+        return None if self.variant == "cpu" else self.variant
+
+    @property
+    def torch_cuda_arch_list(self) -> str:
+        return torch_cuda_arch_list(self.gpu_archs) if self.gpu_archs else ""
+
+    @property
+    def cmake_cuda_architectures(self) -> str:
+        return cmake_cuda_architectures(self.gpu_archs) if self.gpu_archs else ""
+
+    @property
+    def rpath_targets(self) -> tuple[str, ...]:
+        return tuple(p.installs_to for p in self.cuda_packages)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "variant": self.variant,
+            "train": self.train,
+            "python": self.python,
+            "platform": self.platform,
+            "platform_tag": self.platform_tag,
+            "cibw_identifier": self.cibw_identifier,
+            "builder_image": self.builder_image,
+            "gpu_archs": [str(a) for a in self.gpu_archs],
+            "torch_cuda_arch_list": self.torch_cuda_arch_list,
+            "cmake_cuda_architectures": self.cmake_cuda_architectures,
+            "cuda_packages": [
+                {
+                    "name": p.name,
+                    "also_accepted": list(p.also_accepted),
+                    "libraries": list(p.libraries),
+                    "installs_to": p.installs_to,
+                }
+                for p in self.cuda_packages
+            ],
+            "rpath_targets": list(self.rpath_targets),
+            "toolchain": {
+                "pypi": list(self.pypi_toolchain),
+                "host_hint": self.host_toolchain_hint,
+            },
+            "local_version": self.local_version,
+            "extra_variants": self.extra_variants,
+        }
+
+
+def expand(policy: Policy) -> tuple[Row, ...]:
+    """Every row the policy advertises, in a stable order (platform, variant, python)."""
+    rows: list[Row] = []
+    for platform in policy.platforms:
+        if policy.cpu_wheel:
+            for py in policy.pythons:
+                rows.append(
+                    Row(
+                        id=f"cpu-py{py.replace('.', '')}-{platform}",
+                        variant="cpu",
+                        train=None,
+                        python=py,
+                        platform=platform,
+                        gpu_archs=(),
+                        cuda_packages=(),
+                        builder_image=CPU_IMAGE,
+                        pypi_toolchain=(),
+                        host_toolchain_hint="",
+                        manylinux=policy.manylinux,
+                        extra_variants=policy.extra_variants,
+                    )
+                )
+        for train in policy.trains:
+            for py in train.pythons:
+                rows.append(
+                    Row(
+                        id=f"{train.variant}-py{py.replace('.', '')}-{platform}",
+                        variant=train.variant,
+                        train=train.version,
+                        python=py,
+                        platform=platform,
+                        gpu_archs=train.gpu_archs[platform],
+                        cuda_packages=train.cuda_packages,
+                        builder_image=train.builder_images[platform],
+                        pypi_toolchain=train.pypi_toolchain,
+                        host_toolchain_hint=train.host_toolchain_hint,
+                        manylinux=policy.manylinux,
+                        extra_variants=policy.extra_variants,
+                    )
+                )
+    if not rows:
+        raise SelectionError(f"{policy.path}: the policy expands to no rows; a release needs at least one")
+    ids = [r.id for r in rows]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise SelectionError(f"{policy.path}: duplicate rows {dupes}")
+    return tuple(rows)
+
+
+# --------------------------------------------------------------------------- selection
+
+
+@dataclass(frozen=True)
+class Offered:
+    """What the builders offer: cibuildwheel identifiers and builder images."""
+
+    identifiers: frozenset[str]
+    images: frozenset[str]
+
+    def offers(self, row: Row) -> bool:
+        image_ok = row.builder_image == CPU_IMAGE or row.builder_image in self.images
+        return row.cibw_identifier in self.identifiers and image_ok
+
+
+def parse_offered(data: object, source: str) -> Offered:
+    """``{"version": 1, "identifiers": [...], "images": [...]}``."""
+    if not isinstance(data, Mapping):
+        raise InputError(f"{source}: expected a JSON object with 'identifiers' and 'images'")
+    unknown = set(data) - {"version", "identifiers", "images"}
+    if unknown:
+        raise InputError(f"{source}: unknown keys {sorted(unknown)}; expected version, identifiers, images")
+    if data.get("version") != 1:
+        raise InputError(f"{source}: 'version' must be 1, got {data.get('version')!r}")
+    out: dict[str, frozenset[str]] = {}
+    for key in ("identifiers", "images"):
+        value = data.get(key)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise InputError(f"{source}: '{key}' must be a list of strings")
+        out[key] = frozenset(value)
+    return Offered(out["identifiers"], out["images"])
+
+
+def load_offered(text: str, source: str) -> Offered:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{source}: not valid JSON: {exc}") from None
+    return parse_offered(data, source)
+
+
+def check_offered(rows: Iterable[Row], offered: Offered) -> None:
+    """Fail naming every advertised row the builders do not offer."""
+    missing = [r for r in rows if not offered.offers(r)]
+    if missing:
+        lines = [
+            f"  {r.id}: identifier {r.cibw_identifier}"
+            + ("" if r.builder_image == CPU_IMAGE else f", image {r.builder_image}")
+            for r in missing
+        ]
+        raise SelectionError(
+            f"{len(missing)} advertised row(s) are not offered by the builders:\n"
+            + "\n".join(lines)
+            + "\nremove them from rows.toml or add the builders before releasing"
+        )
+
+
+def select(
+    policy: Policy,
+    rows: tuple[Row, ...],
+    *,
+    patterns: tuple[str, ...] = (),
+    platform: str | None = None,
+) -> tuple[Row, ...]:
+    """Rows whose id matches any glob (all when none), on ``platform`` when given.
+
+    Asking for an excluded platform or Python fails with the exclusion's reason.
+    """
+    if platform is not None:
+        ex = policy.exclusion("platform", platform)
+        if ex:
+            raise SelectionError(f"platform {platform!r} is excluded: {ex.reason}")
+        if platform not in policy.platforms:
+            raise SelectionError(
+                f"platform {platform!r} is not in {policy.path} matrix.platforms ({', '.join(policy.platforms)})"
+            )
+    for pattern in patterns:
+        for ex in policy.exclusions:
+            token = ex.value if ex.kind == "platform" else "py" + ex.value.replace(".", "")
+            if token in pattern:
+                raise SelectionError(f"{pattern!r} asks for an excluded {ex.kind} {ex.value}: {ex.reason}")
+    chosen = tuple(
+        r
+        for r in rows
+        if (platform is None or r.platform == platform)
+        and (not patterns or any(fnmatch.fnmatchcase(r.id, p) for p in patterns))
+    )
+    if not chosen:
+        wanted = ", ".join(patterns) or "*"
+        raise SelectionError(
+            f"no row matches {wanted!r}"
+            + (f" on {platform}" if platform else "")
+            + "; `python -m release plan` lists the row ids"
+        )
+    return chosen
+
+
+def pick_pr_row(rows: tuple[Row, ...], platform: str, offered: Offered | None = None) -> Row:
+    """A pull request builds one row: the newest CUDA train on offer, then the newest Python.
+
+    Chosen by preference, so a missing builder moves the choice down instead of failing.
+    """
+    candidates = [
+        r for r in rows if r.platform == platform and r.is_cuda and (offered is None or offered.offers(r))
+    ]
+    if not candidates:
+        raise SelectionError(f"no CUDA row on {platform} is on offer for a pull request build")
+
+    def preference(r: Row) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        assert r.train is not None
+        return (
+            tuple(int(x) for x in r.train.split(".")),
+            tuple(int(x) for x in r.python.split(".")),
+        )
+
+    return max(candidates, key=preference)
+
+
+def github_matrix(rows: Iterable[Row]) -> dict[str, Any]:
+    """The GitHub Actions ``strategy.matrix`` for build jobs: one include per row."""
+    runners = {"x86_64": "ubuntu-24.04", "aarch64": "ubuntu-24.04-arm"}
+    return {
+        "include": [
+            {
+                "id": r.id,
+                "session": f"build-{r.session_suffix}",
+                "platform": r.platform,
+                "runner": runners.get(r.platform, "ubuntu-24.04"),
+                "variant": r.variant,
+            }
+            for r in rows
+        ]
+    }
