@@ -18,10 +18,10 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from release.cli import host_platform  # noqa: E402
-from release.errors import WheelwrightError  # noqa: E402
-from release.matrix import Row, expand  # noqa: E402
-from release.policy import load_policy  # noqa: E402
+from release.cli import host_platform
+from release.errors import WheelwrightError
+from release.matrix import Row, expand
+from release.policy import load_policy
 
 nox.needs_version = ">=2026.10.20"
 nox.options.default_venv_backend = "none"

@@ -56,7 +56,7 @@ class Arch:
 def parse_arch(text: str) -> Arch:
     """Parse one entry (``8.0``, ``9.0a``, ``12.0+PTX``); raise ArchSyntaxError with a fix."""
     if not isinstance(text, str):
-        raise ArchSyntaxError(f"{text!r} is not a string; write archs as strings like \"8.0\"")
+        raise ArchSyntaxError(f'{text!r} is not a string; write archs as strings like "8.0"')
     m = _ARCH_RE.match(text)
     if m is None:
         if re.match(r"^\d{1,2}\.\d[af]?\+ptx$", text, flags=re.IGNORECASE):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform as _platform
 import sys
 from collections.abc import Callable, Sequence
@@ -62,8 +61,12 @@ def resolve_rows(
 def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("rows", nargs="*", metavar="ROW_GLOB", help="row id globs, e.g. 'cu130-*' (default: all)")
     p.add_argument("--policy", default=DEFAULT_POLICY, help="policy file (default: %(default)s)")
-    p.add_argument("--arch", dest="platform", metavar="ARCH", help="only rows for this CPU arch (x86_64, aarch64)")
-    p.add_argument("--pr", action="store_true", help="pull-request mode: one row, the newest CUDA on offer for the arch")
+    p.add_argument(
+        "--arch", dest="platform", metavar="ARCH", help="only rows for this CPU arch (x86_64, aarch64)"
+    )
+    p.add_argument(
+        "--pr", action="store_true", help="pull-request mode: one row, the newest CUDA on offer for the arch"
+    )
     p.add_argument(
         "--offered",
         metavar="FILE",
@@ -147,7 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("plan", help="show the rows the policy expands to", description="Show the rows rows.toml expands to.")
+    p = sub.add_parser(
+        "plan", help="show the rows the policy expands to", description="Show the rows rows.toml expands to."
+    )
     _add_selection(p)
     p.add_argument("--json", action="store_true", help=f"versioned JSON (version {PLAN_JSON_VERSION})")
     p.set_defaults(func=cmd_plan)
@@ -156,7 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(p)
     p.set_defaults(func=cmd_matrix)
 
-    for step, issue in (("build", "the build issue"), ("audit", "the audit issue"), ("smoke", "the smoke issue"), ("publish", "the publish issue"), ("release", "the release issue")):
+    for step, issue in (
+        ("build", "the build issue"),
+        ("audit", "the audit issue"),
+        ("smoke", "the smoke issue"),
+        ("publish", "the publish issue"),
+        ("release", "the release issue"),
+    ):
         p = sub.add_parser(step, help=f"{step} (not implemented yet)")
         _add_selection(p)
         p.set_defaults(func=_not_yet(step, issue))

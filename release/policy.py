@@ -26,6 +26,23 @@ from release.errors import PolicyError
 SCHEMA_VERSION = 1
 MANYLINUX_ARCHS = ("x86_64", "aarch64", "ppc64le", "s390x", "i686", "armv7l")
 EnableDisable = Literal["enable", "disable"]
+
+# Every table of the schema: (required keys, optional keys). docs/rows-toml.md documents
+# each of them, and tests/unit/test_docs.py checks that the two never drift apart.
+SCHEMA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "top level": (("schema_version", "project", "matrix", "train"), ("exclude",)),
+    "project": (("name", "path", "import_name"), ()),
+    "matrix": (
+        ("platforms", "pythons", "trains", "cpu_wheel", "manylinux"),
+        ("extra_variants",),
+    ),
+    "train.X.Y": (
+        ("variant", "builder_image", "gpu_archs", "cuda_packages"),
+        ("pypi_toolchain", "host_toolchain_hint", "pythons"),
+    ),
+    "train.X.Y.cuda_packages": (("name", "libraries", "installs_to"), ("also_accepted",)),
+    "exclude": (("reason",), ("python", "platform")),
+}
 RejectAllow = Literal["reject", "allow"]
 
 
@@ -148,9 +165,7 @@ class _Checker:
         if text not in choices:
             close = difflib.get_close_matches(text, choices, n=1, cutoff=0.5)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise self.fail(
-                where, f"{text!r} is not allowed; {hint}use exactly one of: {', '.join(choices)}"
-            )
+            raise self.fail(where, f"{text!r} is not allowed; {hint}use exactly one of: {', '.join(choices)}")
         return text
 
 
@@ -198,9 +213,7 @@ def load_policy(path: str | Path) -> Policy:
 
 def parse_policy(data: Mapping[str, Any], path: str = "rows.toml") -> Policy:
     c = _Checker(path)
-    top = c.table(
-        dict(data), "", ("schema_version", "project", "matrix", "train"), ("exclude",)
-    )
+    top = c.table(dict(data), "", *SCHEMA["top level"])
     version = top["schema_version"]
     if version != SCHEMA_VERSION or isinstance(version, bool):
         raise c.fail(
@@ -211,12 +224,7 @@ def parse_policy(data: Mapping[str, Any], path: str = "rows.toml") -> Policy:
     exclusions = _exclusions(c, top.get("exclude", []))
     project = _project(c, top["project"])
 
-    m = c.table(
-        top["matrix"],
-        "matrix",
-        ("platforms", "pythons", "trains", "cpu_wheel", "manylinux"),
-        ("extra_variants",),
-    )
+    m = c.table(top["matrix"], "matrix", *SCHEMA["matrix"])
     platforms = c.strings(m["platforms"], "matrix.platforms", nonempty=False)
     for i, plat in enumerate(platforms):
         ex = _excluded("platform", plat, exclusions)
@@ -228,6 +236,12 @@ def parse_policy(data: Mapping[str, Any], path: str = "rows.toml") -> Policy:
                 f"{plat!r} is not a manylinux CPU architecture; use one of: {', '.join(MANYLINUX_ARCHS)}",
             )
     pythons = c.strings(m["pythons"], "matrix.pythons", nonempty=False)
+    for key, values in (("platforms", platforms), ("pythons", pythons)):
+        if not values:
+            raise c.fail(
+                f"matrix.{key}",
+                f"the matrix is empty: matrix.{key} lists nothing; a release with no rows is refused",
+            )
     for i, py in enumerate(pythons):
         _check_python(c, py, f"matrix.pythons[{i}]", exclusions)
     cpu_wheel = c.choice(m["cpu_wheel"], "matrix.cpu_wheel", ("enable", "disable")) == "enable"
@@ -238,16 +252,21 @@ def parse_policy(data: Mapping[str, Any], path: str = "rows.toml") -> Policy:
     extra_variants: RejectAllow = "allow" if extra == "allow" else "reject"
 
     train_list = c.strings(m["trains"], "matrix.trains", nonempty=False)
+    if not train_list and not cpu_wheel:
+        raise c.fail(
+            "matrix.trains",
+            'the matrix is empty: no CUDA trains and cpu_wheel = "disable"; a release with no rows is refused',
+        )
     train_tables = top["train"]
     if not isinstance(train_tables, dict):
-        raise c.fail("train", f"expected tables [train.\"X.Y\"], got {_kind(train_tables)}")
+        raise c.fail("train", f'expected tables [train."X.Y"], got {_kind(train_tables)}')
     for i, version in enumerate(train_list):
         if not _TRAIN_RE.match(version):
             raise c.fail(f"matrix.trains[{i}]", f"{version!r} is not a CUDA version like '13.0'")
         if version not in train_tables:
             raise c.fail(
                 f"matrix.trains[{i}]",
-                f"CUDA {version} has no [train.\"{version}\"] table; add one with its gpu_archs "
+                f'CUDA {version} has no [train."{version}"] table; add one with its gpu_archs '
                 "(there is no fallback to detecting the builder's GPU)",
             )
     for version in train_tables:
@@ -257,9 +276,7 @@ def parse_policy(data: Mapping[str, Any], path: str = "rows.toml") -> Policy:
                 f"train {version} is defined but not listed in matrix.trains; add it there or delete the table",
             )
 
-    trains = tuple(
-        _train(c, v, train_tables[v], platforms, pythons) for v in train_list
-    )
+    trains = tuple(_train(c, v, train_tables[v], platforms, pythons) for v in train_list)
     variants: dict[str, str] = {}
     for t in trains:
         if t.variant in variants:
@@ -269,12 +286,6 @@ def parse_policy(data: Mapping[str, Any], path: str = "rows.toml") -> Policy:
             )
         variants[t.variant] = t.version
 
-    if not platforms or not pythons or (not trains and not cpu_wheel):
-        raise c.fail(
-            "matrix",
-            "the matrix is empty (no platforms, no pythons, or no trains and cpu_wheel = \"disable\"); "
-            "a release with nothing in it is refused",
-        )
     return Policy(
         path=path,
         project=project,
@@ -307,7 +318,7 @@ def _check_python(c: _Checker, py: str, where: str, exclusions: tuple[Exclusion,
 
 
 def _project(c: _Checker, value: object) -> Project:
-    t = c.table(value, "project", ("name", "path", "import_name"), ())
+    t = c.table(value, "project", *SCHEMA["project"])
     name = c.string(t["name"], "project.name")
     if canonicalize_name(name) != name.lower().replace("_", "-"):
         raise c.fail("project.name", f"{name!r} is not a valid distribution name")
@@ -326,10 +337,12 @@ def _exclusions(c: _Checker, value: object) -> tuple[Exclusion, ...]:
     out: list[Exclusion] = []
     for i, item in enumerate(value):
         where = f"exclude[{i}]"
-        t = c.table(item, where, ("reason",), ("python", "platform"))
+        t = c.table(item, where, *SCHEMA["exclude"])
         kinds = [k for k in ("python", "platform") if k in t]
         if len(kinds) != 1:
-            raise c.fail(where, "each [[exclude]] names exactly one of 'python' or 'platform', plus a 'reason'")
+            raise c.fail(
+                where, "each [[exclude]] names exactly one of 'python' or 'platform', plus a 'reason'"
+            )
         kind: Literal["python", "platform"] = "python" if kinds[0] == "python" else "platform"
         reason = c.string(t["reason"], f"{where}.reason")
         out.append(Exclusion(kind, c.string(t[kind], f"{where}.{kind}"), reason))
@@ -344,12 +357,7 @@ def _train(
     pythons: tuple[str, ...],
 ) -> Train:
     where = _join("train", version)
-    t = c.table(
-        value,
-        where,
-        ("variant", "builder_image", "gpu_archs", "cuda_packages"),
-        ("pypi_toolchain", "host_toolchain_hint", "pythons"),
-    )
+    t = c.table(value, where, *SCHEMA["train.X.Y"])
     major, minor = _TRAIN_RE.match(version).groups()  # type: ignore[union-attr]
     expected_variant = f"cu{major}{minor}"
     variant = c.string(t["variant"], f"{where}.variant")
@@ -363,7 +371,9 @@ def _train(
     builder_images = {p: c.string(images[p], f"{where}.builder_image.{p}") for p in platforms}
 
     if not isinstance(t["gpu_archs"], dict):
-        raise c.fail(f"{where}.gpu_archs", f"expected a table of platform = [archs], got {_kind(t['gpu_archs'])}")
+        raise c.fail(
+            f"{where}.gpu_archs", f"expected a table of platform = [archs], got {_kind(t['gpu_archs'])}"
+        )
     for p in t["gpu_archs"]:
         if p not in platforms:
             close = difflib.get_close_matches(p, platforms, n=1)
@@ -376,7 +386,7 @@ def _train(
             raise c.fail(
                 key,
                 f"CUDA {version} on {p} has no arch list; write the GPU architectures this row must "
-                "carry (e.g. [\"8.0\", \"9.0+PTX\"]); wheelwright never falls back to detecting the "
+                'carry (e.g. ["8.0", "9.0+PTX"]); wheelwright never falls back to detecting the '
                 "builder's GPU",
             )
         gpu_archs[p] = _arch_list(c, t["gpu_archs"][p], key)
@@ -385,11 +395,9 @@ def _train(
     if not isinstance(packages_raw, list) or not packages_raw:
         raise c.fail(
             f"{where}.cuda_packages",
-            "a CUDA train must list the CUDA packages its wheels declare ([[train.\"X.Y\".cuda_packages]])",
+            'a CUDA train must list the CUDA packages its wheels declare ([[train."X.Y".cuda_packages]])',
         )
-    packages = tuple(
-        _package(c, item, f"{where}.cuda_packages[{i}]") for i, item in enumerate(packages_raw)
-    )
+    packages = tuple(_package(c, item, f"{where}.cuda_packages[{i}]") for i, item in enumerate(packages_raw))
 
     pins = c.strings(t.get("pypi_toolchain", []), f"{where}.pypi_toolchain", nonempty=False)
     for i, pin in enumerate(pins):
@@ -458,7 +466,7 @@ def _arch_list(c: _Checker, value: object, where: str) -> tuple[Arch, ...]:
 
 
 def _package(c: _Checker, value: object, where: str) -> CudaPackage:
-    t = c.table(value, where, ("name", "libraries", "installs_to"), ("also_accepted",))
+    t = c.table(value, where, *SCHEMA["train.X.Y.cuda_packages"])
     name = c.string(t["name"], f"{where}.name")
     try:
         Requirement(name)
@@ -474,5 +482,8 @@ def _package(c: _Checker, value: object, where: str) -> CudaPackage:
     installs_to = c.string(t["installs_to"], f"{where}.installs_to")
     pp = PurePosixPath(installs_to)
     if pp.is_absolute() or ".." in pp.parts:
-        raise c.fail(f"{where}.installs_to", f"{installs_to!r} must be relative to site-packages, like 'nvidia/cu13/lib'")
+        raise c.fail(
+            f"{where}.installs_to",
+            f"{installs_to!r} must be relative to site-packages, like 'nvidia/cu13/lib'",
+        )
     return CudaPackage(str(canonicalize_name(name)), also, libs, installs_to)
