@@ -134,6 +134,41 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_smoke(args: argparse.Namespace) -> int:
+    from release.dist import row_matches_wheel, the_wheel
+    from release.pythons import find_python
+    from release.smoke import smoke_wheel, write_record
+
+    policy, rows = _rows_from_args(args)
+    if args.wheel and len(rows) != 1:
+        raise InputError(f"--wheel needs exactly one row, but the selection has {len(rows)}")
+    failed = 0
+    for row in rows:
+        wheel = Path(args.wheel) if args.wheel else the_wheel(Path(args.dist), row, "smoke")
+        if not wheel.is_file():
+            raise InputError(f"{wheel}: no such wheel")
+        if not row_matches_wheel(row, wheel.name):
+            raise InputError(
+                f"{wheel.name} is not a wheel of row {row.id} (expected local label "
+                f"{row.local_version or 'none'}, tag {row.python_tag}, platform *_{row.platform})"
+            )
+        outcome = smoke_wheel(
+            row,
+            policy.project,
+            wheel,
+            find_python(row.python),
+            index_url=args.index_url,
+            extra_index_urls=args.extra_index_url,
+        )
+        record = write_record(wheel, row, outcome)
+        print(f"{'PASS' if outcome.passed else 'FAIL'} smoke {row.id}: {wheel.name}")
+        for line in outcome.lines:
+            print(f"  {line}")
+        print(f"  record: {record}")
+        failed += not outcome.passed
+    return 1 if failed else 0
+
+
 def _not_yet(step: str, issue: str) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
         raise NotImplementedYet(f"'{step}' is not implemented yet ({issue}); nothing was done")
@@ -161,10 +196,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(p)
     p.set_defaults(func=cmd_matrix)
 
+    p = sub.add_parser(
+        "smoke",
+        help="install each row's wheel in a fresh venv, import it, run its check",
+        description="Install the row's wheel (and its dependencies) in a fresh venv of the row's Python "
+        "with this machine's pip configuration ignored, import it, prove which libcudart was loaded, "
+        "and run the project's check computation on the GPU (skipped, and said so, when there is none).",
+    )
+    _add_selection(p)
+    p.add_argument("--dist", default="dist", help="where built wheels are (default: %(default)s)")
+    p.add_argument("--wheel", help="smoke this wheel file instead of the row's wheel in --dist")
+    p.add_argument("--index-url", help="pip --index-url for the dependencies (default: pip's default index)")
+    p.add_argument(
+        "--extra-index-url", action="append", default=[], help="pip --extra-index-url (repeatable)"
+    )
+    p.set_defaults(func=cmd_smoke)
+
     for step, issue in (
         ("build", "the build issue"),
         ("audit", "the audit issue"),
-        ("smoke", "the smoke issue"),
         ("publish", "the publish issue"),
         ("release", "the release issue"),
     ):

@@ -31,7 +31,7 @@ EnableDisable = Literal["enable", "disable"]
 # each of them, and tests/unit/test_docs.py checks that the two never drift apart.
 SCHEMA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "top level": (("schema_version", "project", "matrix", "train"), ("exclude",)),
-    "project": (("name", "path", "import_name"), ()),
+    "project": (("name", "path", "import_name", "check"), ("sdk",)),
     "matrix": (
         ("platforms", "pythons", "trains", "cpu_wheel", "manylinux"),
         ("extra_variants",),
@@ -51,6 +51,8 @@ class Project:
     name: str
     path: str
     import_name: str
+    check: str  # "module:function": the smoke computation, compared with a CPU reference
+    sdk: str | None  # "module:function" returning include_dir/lib_dir/libraries, if a C++ SDK ships
 
 
 @dataclass(frozen=True)
@@ -328,7 +330,17 @@ def _project(c: _Checker, value: object) -> Project:
     import_name = c.string(t["import_name"], "project.import_name")
     if not import_name.isidentifier():
         raise c.fail("project.import_name", f"{import_name!r} is not a Python identifier")
-    return Project(name, path, import_name)
+    check = _entry_point(c, t["check"], "project.check")
+    sdk = _entry_point(c, t["sdk"], "project.sdk") if "sdk" in t else None
+    return Project(name, path, import_name, check, sdk)
+
+
+def _entry_point(c: _Checker, value: object, where: str) -> str:
+    text = c.string(value, where)
+    module, _, func = text.partition(":")
+    if not func or not all(p.isidentifier() for p in [*module.split("."), func]):
+        raise c.fail(where, f"{text!r} is not 'module:function' (e.g. 'tinyaxpy:selftest')")
+    return text
 
 
 def _exclusions(c: _Checker, value: object) -> tuple[Exclusion, ...]:
