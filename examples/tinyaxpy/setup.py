@@ -54,6 +54,7 @@ class Arch:
     number: str  # "75", "90a", "120"
     ptx: bool
     label: str  # as TORCH_CUDA_ARCH_LIST writes it: "7.5", "12.0+PTX"
+    sass: bool = True  # False only for a CMake "N-virtual" entry: PTX without SASS
 
 
 def parse_torch_arch_list(text: str) -> list[Arch]:
@@ -93,7 +94,8 @@ def parse_cmake_archs(text: str) -> tuple[set[str], set[str]]:
 def gencode_flags(archs: list[Arch]) -> list[str]:
     flags: list[str] = []
     for a in archs:
-        flags += ["-gencode", f"arch=compute_{a.number},code=sm_{a.number}"]
+        if a.sass:
+            flags += ["-gencode", f"arch=compute_{a.number},code=sm_{a.number}"]
         if a.ptx:
             flags += ["-gencode", f"arch=compute_{a.number},code=compute_{a.number}"]
     return flags
@@ -138,14 +140,29 @@ def load_config() -> Config:
     if not home or not (Path(home) / "bin" / "nvcc").is_file():
         fail(f"TINYAXPY_VARIANT={variant} needs CUDA_HOME with bin/nvcc; CUDA_HOME={home!r}")
     arch_text = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
-    if not arch_text:
-        fail(
-            f"TINYAXPY_VARIANT={variant} needs TORCH_CUDA_ARCH_LIST (e.g. '8.0;9.0;12.0+PTX');"
-            " GPU architectures are never detected or defaulted"
-        )
-    archs = parse_torch_arch_list(arch_text)
     cmake_text = os.environ.get("CMAKE_CUDA_ARCHITECTURES", "").strip()
-    if cmake_text:
+    if not arch_text and not cmake_text:
+        fail(
+            f"TINYAXPY_VARIANT={variant} needs TORCH_CUDA_ARCH_LIST (e.g. '8.0;9.0;12.0+PTX')"
+            " or CMAKE_CUDA_ARCHITECTURES; GPU architectures are never detected or defaulted"
+        )
+    if not arch_text:
+        # A plain CMake-style list alone: the only way to ask for PTX without SASS ("80-virtual").
+        sass_set, ptx_set = parse_cmake_archs(cmake_text)
+        if not sass_set and not ptx_set:
+            fail("CMAKE_CUDA_ARCHITECTURES names no architecture")
+        archs = [
+            Arch(
+                n,
+                ptx=n in ptx_set,
+                label=f"{n}{'-real' if n in sass_set else ''}{'-virtual' if n in ptx_set else ''}",
+                sass=n in sass_set,
+            )
+            for n in sorted(sass_set | ptx_set, key=lambda x: int(re.sub(r"[af]$", "", x)))
+        ]
+    else:
+        archs = parse_torch_arch_list(arch_text)
+    if cmake_text and arch_text:
         want = ({a.number for a in archs}, {a.number for a in archs if a.ptx})
         got = parse_cmake_archs(cmake_text)
         if got != want:
