@@ -130,7 +130,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     _, rows = _rows_from_args(args)
-    print(json.dumps(github_matrix(rows), sort_keys=True))
+    text = json.dumps(github_matrix(rows), sort_keys=True)
+    if args.output:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+        print(f"wrote the matrix of {len(rows)} rows to {args.output}", file=sys.stderr)
+    else:
+        print(text)
     return 0
 
 
@@ -194,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("matrix", help="GitHub Actions matrix JSON for the selected rows")
     _add_selection(p)
+    p.add_argument("--output", metavar="FILE", help="write the JSON here instead of stdout")
     p.set_defaults(func=cmd_matrix)
 
     p = sub.add_parser(

@@ -278,6 +278,7 @@ def github_matrix(rows: Iterable[Row]) -> dict[str, Any]:
             {
                 "id": r.id,
                 "session": f"build-{r.session_suffix}",
+                "suffix": r.session_suffix,
                 "platform": r.platform,
                 "runner": runners.get(r.platform, "ubuntu-24.04"),
                 "variant": r.variant,
