@@ -1,0 +1,549 @@
+"""A real local package index for tests and rehearsals: pypiserver, one process, one path per variant.
+
+One server process on 127.0.0.1 holds every variant under its own path, the
+shape a per-CUDA index has in production (``<base>/cu130/simple/``)::
+
+    upload:  http://127.0.0.1:<port>/<variant>/
+    read:    http://127.0.0.1:<port>/<variant>/simple/
+    files:   <root_dir>/packages/<variant>/
+
+It refuses a second file under an existing name (pypiserver without
+``--overwrite``), lists files with their sha256 (PEP 503 HTML; pypiserver 2.4
+has no PEP 691 JSON), never redirects to another index (fallback disabled), and
+asks for a username and password on upload only (reads are anonymous).
+
+Upload users live in ``<root_dir>/upload-users`` as salted PBKDF2-SHA256 hashes,
+checked by the server itself: pypiserver's own htpasswd support needs passlib,
+which wheelwright does not depend on.
+
+- :func:`local_index` (context manager): start, wait until it answers, stop on
+  exit. The server also stops if the process that started it dies.
+- :func:`start_detached` / :func:`stop`: leave a server running for a rehearsal,
+  with its state in ``<root_dir>/server.json`` (pid, port, variants) and its log
+  in ``<root_dir>/server.log``; a generated password is kept in
+  ``<root_dir>/upload-password`` (mode 0600). :func:`attach` reads them back.
+
+The server itself runs as ``python -m release.servers serve ...`` (started
+through :func:`release.proc.run`; it daemonizes once it answers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import signal
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from release import proc
+from release.errors import InputError, StepFailed
+from release.targets import IndexTarget, Target
+
+DEFAULT_USERNAME = "ww-upload"
+HOST = "127.0.0.1"
+STATE_FILE = "server.json"
+USERS_FILE = "upload-users"
+PASSWORD_FILE = "upload-password"  # noqa: S105 (a file name)
+LOG_FILE = "server.log"
+PACKAGES_DIR = "packages"
+START_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 5.0
+PBKDF2_ITERATIONS = 100_000
+
+
+@dataclass(frozen=True)
+class LocalIndex:
+    """A running local index. ``password`` is never shown by repr."""
+
+    root_dir: Path
+    host: str
+    port: int
+    pid: int
+    variants: tuple[str, ...]
+    username: str
+    password: str = field(repr=False)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def _check(self, variant: str) -> None:
+        if variant not in self.variants:
+            raise InputError(f"the local index serves {', '.join(self.variants)}, not {variant!r}")
+
+    def upload_url(self, variant: str) -> str:
+        self._check(variant)
+        return f"{self.base_url}/{variant}/"
+
+    def simple_url(self, variant: str) -> str:
+        self._check(variant)
+        return f"{self.base_url}/{variant}/simple/"
+
+    def folder(self, variant: str) -> Path:
+        """Where the server keeps ``variant``'s files."""
+        self._check(variant)
+        return self.root_dir / PACKAGES_DIR / variant
+
+    def index_target(self, variant: str, *, max_wheel_mib: int | None = None) -> IndexTarget:
+        return IndexTarget(variant, self.upload_url(variant), self.simple_url(variant), max_wheel_mib)
+
+    def target(self, name: str = "local", *, rehearsal: bool = True) -> Target:
+        return Target(name, rehearsal, {v: self.index_target(v) for v in self.variants})
+
+    def credentials_env(self, variant: str | None = None) -> dict[str, str]:
+        """Environment entries publish reads: the variant's own, or twine's when None."""
+        if variant is None:
+            return {"TWINE_USERNAME": self.username, "TWINE_PASSWORD": self.password}
+        stem = "".join(c if c.isalnum() else "_" for c in variant.upper())
+        return {f"WHEELWRIGHT_{stem}_USERNAME": self.username, f"WHEELWRIGHT_{stem}_PASSWORD": self.password}
+
+
+# ---------------------------------------------------------------------------
+# Users
+
+
+def hash_password(password: str, *, salt: bytes | None = None) -> str:
+    salt = salt or secrets.token_bytes(16)
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, PBKDF2_ITERATIONS)
+    return f"pbkdf2_sha256${PBKDF2_ITERATIONS}${salt.hex()}${digest.hex()}"
+
+
+def check_password(stored: str, password: str) -> bool:
+    try:
+        scheme, iterations, salt, digest = stored.split("$")
+        if scheme != "pbkdf2_sha256":
+            return False
+        got = hashlib.pbkdf2_hmac("sha256", password.encode(), bytes.fromhex(salt), int(iterations))
+    except ValueError:
+        return False
+    return hmac.compare_digest(got.hex(), digest)
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    path.chmod(0o600)
+
+
+def _load_users(path: Path) -> dict[str, str]:
+    users: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip() and ":" in line:
+            user, _, stored = line.partition(":")
+            users[user] = stored
+    return users
+
+
+# ---------------------------------------------------------------------------
+# State
+
+
+def _state_path(root_dir: Path) -> Path:
+    return root_dir / STATE_FILE
+
+
+def _read_state(root_dir: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(_state_path(root_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _is_our_server(pid: int) -> bool:
+    """True when ``pid`` is alive and is a wheelwright index server (not a reused pid)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if not cmdline.exists():
+        return True  # no /proc: trust the state file
+    try:
+        args = cmdline.read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"release.servers" in args and b"serve" in args
+
+
+# ---------------------------------------------------------------------------
+# Starting and stopping
+
+
+def _prepare(root_dir: Path, variants: Sequence[str], username: str, password: str) -> Path:
+    if not variants:
+        raise InputError("a local index needs at least one variant")
+    for v in variants:
+        if not v or not all(c.isalnum() or c in "-_." for c in v):
+            raise InputError(f"{v!r} is not a variant name (letters, digits, '-', '_', '.')")
+    if ":" in username or not username:
+        raise InputError(f"{username!r} is not a username (non-empty, no ':')")
+    root = root_dir.resolve()
+    state = _read_state(root)
+    if state is not None:
+        pid = int(state.get("pid", 0))
+        if pid and _is_our_server(pid):
+            raise StepFailed(
+                f"{root}: a local index is already running there (pid {pid}, port {state.get('port')}); "
+                "stop it first (python -m release.servers stop --root ...)"
+            )
+        _state_path(root).unlink(missing_ok=True)
+    for v in variants:
+        (root / PACKAGES_DIR / v).mkdir(parents=True, exist_ok=True)
+    _write_private(root / USERS_FILE, f"{username}:{hash_password(password)}\n")
+    return root
+
+
+def _launch(
+    variants: Sequence[str],
+    root_dir: Path,
+    *,
+    port: int,
+    username: str,
+    password: str,
+    owner_pid: int | None,
+) -> LocalIndex:
+    root = _prepare(root_dir, variants, username, password)
+    package_root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    args = [
+        sys.executable,
+        "-m",
+        "release.servers",
+        "serve",
+        "--root",
+        str(root),
+        "--variants",
+        ",".join(variants),
+        "--port",
+        str(port),
+    ]
+    if owner_pid is not None:
+        args += ["--owner-pid", str(owner_pid)]
+    result = proc.run(args, env=env, check=False, timeout=START_TIMEOUT_S + 10)
+    if result.returncode != 0:
+        log_tail = _log_tail(root)
+        raise StepFailed(
+            f"the local index did not start (exit {result.returncode}):\n"
+            + "\n".join(x for x in (result.stderr.strip(), log_tail) if x)
+        )
+    state = json.loads(result.stdout)
+    return LocalIndex(
+        root, state["host"], int(state["port"]), int(state["pid"]), tuple(variants), username, password
+    )
+
+
+def _log_tail(root: Path, lines: int = 20) -> str:
+    try:
+        text = (root / LOG_FILE).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+@contextlib.contextmanager
+def local_index(
+    variants: Sequence[str],
+    root_dir: Path,
+    *,
+    port: int = 0,
+    username: str = DEFAULT_USERNAME,
+    password: str | None = None,
+) -> Iterator[LocalIndex]:
+    """Start a local index for ``variants`` with its files under ``root_dir``; stop it on exit.
+
+    ``port=0`` picks a free port. ``password`` defaults to a fresh random one
+    (read it from the yielded :class:`LocalIndex`). Files stay in ``root_dir``
+    after the server stops, so a later server on the same folder serves them again.
+    """
+    index = _launch(
+        variants,
+        root_dir,
+        port=port,
+        username=username,
+        password=password or secrets.token_urlsafe(24),
+        owner_pid=os.getpid(),
+    )
+    try:
+        yield index
+    finally:
+        stop(index.root_dir)
+
+
+def start_detached(
+    variants: Sequence[str],
+    root_dir: Path,
+    *,
+    port: int = 0,
+    username: str = DEFAULT_USERNAME,
+    password: str | None = None,
+) -> LocalIndex:
+    """Start a local index that outlives this process (for a rehearsal); stop it with :func:`stop`.
+
+    A generated password is written to ``<root_dir>/upload-password`` (mode 0600)
+    so :func:`attach` can find it; a given one is not written anywhere.
+    """
+    generated = password is None
+    password = password or secrets.token_urlsafe(24)
+    index = _launch(variants, root_dir, port=port, username=username, password=password, owner_pid=None)
+    if generated:
+        _write_private(index.root_dir / PASSWORD_FILE, password + "\n")
+    else:
+        (index.root_dir / PASSWORD_FILE).unlink(missing_ok=True)  # never a stale one
+    return index
+
+
+def attach(root_dir: Path, *, password: str | None = None, username: str = DEFAULT_USERNAME) -> LocalIndex:
+    """The running server of ``root_dir`` (from ``server.json``); StepFailed when none runs."""
+    root = root_dir.resolve()
+    state = _read_state(root)
+    if state is None or not _is_our_server(int(state.get("pid", 0))):
+        raise StepFailed(f"{root}: no local index is running there (start one with start_detached)")
+    if password is None:
+        try:
+            password = (root / PASSWORD_FILE).read_text(encoding="utf-8").strip()
+        except OSError:
+            raise InputError(
+                f"{root}: the server was started with a password of the caller's; pass it"
+            ) from None
+    return LocalIndex(
+        root,
+        state["host"],
+        int(state["port"]),
+        int(state["pid"]),
+        tuple(state["variants"]),
+        username,
+        password,
+    )
+
+
+def stop(root_dir: Path) -> bool:
+    """Stop the server of ``root_dir``. True when one was running. Files are kept."""
+    root = root_dir.resolve()
+    state = _read_state(root)
+    if state is None:
+        return False
+    pid = int(state.get("pid", 0))
+    running = bool(pid) and _is_our_server(pid)
+    if running:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while _is_our_server(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _is_our_server(pid):
+            os.kill(pid, signal.SIGKILL)
+            while _is_our_server(pid) and time.monotonic() < deadline + STOP_TIMEOUT_S:
+                time.sleep(0.05)
+    _state_path(root).unlink(missing_ok=True)
+    return running
+
+
+def wait_until_answers(base_url: str, *, timeout_s: float = START_TIMEOUT_S) -> None:
+    """Poll ``<base_url>/health`` until it answers 200."""
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base_url}/health", timeout=2) as response:  # noqa: S310
+                if response.status == 200:
+                    return
+                last = f"HTTP {response.status}"
+        except (urllib.error.URLError, OSError) as exc:
+            last = type(exc).__name__
+        time.sleep(0.05)
+    raise StepFailed(f"{base_url}: the local index did not answer within {timeout_s:g} s ({last})")
+
+
+# ---------------------------------------------------------------------------
+# The server process
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def address_string(self) -> str:
+        return str(self.client_address[0])
+
+    def log_message(self, format: str, *args: object) -> None:
+        # The request line only (no headers, so no Authorization), to the log file.
+        sys.stderr.write(f"{self.log_date_time_string()} {format % args}\n")
+
+
+def _build_app(root: Path, variants: Sequence[str]) -> Any:  # noqa: ANN401 (bottle is untyped)
+    import pypiserver
+    from pypiserver.bottle_wrapper import Bottle
+
+    users = _load_users(root / USERS_FILE)
+
+    def auther(username: str, password: str) -> bool:
+        stored = users.get(username)
+        return stored is not None and check_password(stored, password)
+
+    app = Bottle()
+    for variant in variants:
+        sub = pypiserver.app(
+            roots=[root / PACKAGES_DIR / variant],
+            authenticate=["update"],
+            auther=auther,
+            disable_fallback=True,
+            overwrite=False,
+            hash_algo="sha256",
+        )
+        app.mount(f"/{variant}/", sub)
+    app.route("/health", "GET", lambda: "ok")
+    return app
+
+
+def _serve(root: Path, variants: Sequence[str], port: int, owner_pid: int | None) -> None:
+    """Run in the daemonized child: bind, write server.json, serve until SIGTERM."""
+    app = _build_app(root, variants)
+    server = make_server(HOST, port, app, server_class=_ThreadingServer, handler_class=_QuietHandler)
+    state = {"pid": os.getpid(), "host": HOST, "port": server.server_port, "variants": list(variants)}
+    tmp = _state_path(root).with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
+    tmp.replace(_state_path(root))
+
+    def on_term(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    if owner_pid is not None:
+
+        def watch_owner() -> None:
+            while True:
+                time.sleep(0.5)
+                try:
+                    os.kill(owner_pid, 0)
+                except ProcessLookupError:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    return
+                except PermissionError:
+                    pass
+
+        threading.Thread(target=watch_owner, daemon=True).start()
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()
+        current = _read_state(root)
+        if current is not None and current.get("pid") == os.getpid():
+            _state_path(root).unlink(missing_ok=True)
+
+
+def _daemonize_and_serve(root: Path, variants: Sequence[str], port: int, owner_pid: int | None) -> int:
+    """Fork a server child, wait until it answers, print its state as JSON, return."""
+    _state_path(root).unlink(missing_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child == 0:  # the server
+        os.setsid()
+        log_fd = os.open(root / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        null_fd = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null_fd, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(null_fd)
+        os.close(log_fd)
+        code = 0
+        try:
+            _serve(root, variants, port, owner_pid)
+        except SystemExit:
+            code = 0
+        except BaseException as exc:
+            print(f"local index failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            code = 1
+        os._exit(code)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            print(f"the server exited at start (status {status}); see {root / LOG_FILE}", file=sys.stderr)
+            return 1
+        state = _read_state(root)
+        if state is not None and state.get("pid") == child:
+            try:
+                wait_until_answers(
+                    f"http://{state['host']}:{state['port']}", timeout_s=deadline - time.monotonic()
+                )
+            except StepFailed as exc:
+                os.kill(child, signal.SIGKILL)
+                print(str(exc), file=sys.stderr)
+                return 1
+            print(json.dumps(state, sort_keys=True))
+            return 0
+        time.sleep(0.02)
+    os.kill(child, signal.SIGKILL)
+    print(f"the server did not start within {START_TIMEOUT_S:g} s; see {root / LOG_FILE}", file=sys.stderr)
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m release.servers", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("serve", help="(internal) start a server; prints its state as JSON once it answers")
+    p.add_argument("--root", type=Path, required=True)
+    p.add_argument("--variants", required=True)
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--owner-pid", type=int)
+    p = sub.add_parser("start", help="start a detached local index for a rehearsal")
+    p.add_argument("--root", type=Path, required=True)
+    p.add_argument("--variants", required=True, help="comma-separated, e.g. cpu,cu126,cu130")
+    p.add_argument("--port", type=int, default=0)
+    p = sub.add_parser("stop", help="stop the local index of a folder (its files are kept)")
+    p.add_argument("--root", type=Path, required=True)
+    args = parser.parse_args(argv)
+    variants = [v for v in getattr(args, "variants", "").split(",") if v]
+    try:
+        if args.command == "serve":
+            return _daemonize_and_serve(args.root.resolve(), variants, args.port, args.owner_pid)
+        if args.command == "start":
+            index = start_detached(variants, args.root, port=args.port)
+            print(
+                json.dumps(
+                    {
+                        "root": str(index.root_dir),
+                        "pid": index.pid,
+                        "username": index.username,
+                        "password_file": str(index.root_dir / PASSWORD_FILE),
+                        "indexes": {
+                            v: {"upload_url": index.upload_url(v), "simple_url": index.simple_url(v)}
+                            for v in index.variants
+                        },
+                    },
+                    indent=2,
+                    sort_keys=True,
+                )
+            )
+            return 0
+        print("stopped" if stop(args.root) else "no server was running", file=sys.stderr)
+        return 0
+    except (InputError, StepFailed) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.return_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

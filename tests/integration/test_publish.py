@@ -1,0 +1,487 @@
+"""Publishing against a real pypiserver, real twine and real pip; faults included.
+
+Every test ends by comparing the index with the audited set, and by checking
+that no credential reached any captured output.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+from conftest_index import (
+    POLICY_SHA256,
+    PROJECT,
+    AuditedWheelFactory,
+    InstallVenv,
+    TinyWheelFactory,
+    build_tiny_wheel,
+    fixture_audited_wheel_factory,  # noqa: F401 (a fixture, registered by its name=)
+    fixture_install_venv,  # noqa: F401
+    fixture_local_index_server,  # noqa: F401
+    fixture_tiny_wheel_factory,  # noqa: F401
+    write_audit_record,
+)
+
+from release import proc
+from release.errors import CheckFailed, StepFailed
+from release.index_client import ChannelRule, check_channels, read_project, remote_hashes
+from release.publish import (
+    STOP_AFTER_ENV,
+    execute_publish,
+    prepare_publish,
+    publish,
+    sha256_file,
+)
+from release.servers import LocalIndex, attach, local_index, start_detached, stop
+from release.static_index import build_static_index
+from release.targets import IndexTarget, Target
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _index_state(index: LocalIndex, variant: str) -> dict[str, str]:
+    return remote_hashes(index.simple_url(variant), PROJECT)
+
+
+def _expected(wheels: Iterable[Path]) -> dict[str, str]:
+    return {w.name: sha256_file(w) for w in wheels}
+
+
+def _assert_no_secret(index: LocalIndex, *texts: str) -> None:
+    server_log = (index.root_dir / "server.log").read_text(encoding="utf-8", errors="replace")
+    for text in (*texts, server_log):
+        assert index.password not in text
+        assert index.username not in text
+
+
+def _cu130_set(dest: Path, factory: AuditedWheelFactory) -> list[Path]:
+    return [
+        factory(dest, tag="py3-none-any"),
+        factory(dest, tag="cp311-cp311-manylinux_2_28_x86_64"),
+        factory(dest, tag="cp312-cp312-manylinux_2_28_x86_64"),
+    ]
+
+
+def test_publish_then_pip_install_then_rerun_skips(
+    tmp_path: Path,
+    local_index_server: LocalIndex,
+    audited_wheel_factory: AuditedWheelFactory,
+    install_venv: InstallVenv,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    index = local_index_server
+    dist = tmp_path / "dist"
+    wheels = _cu130_set(dist, audited_wheel_factory)
+    cpu = audited_wheel_factory(dist, version="1.5.0")  # another variant in the same folder
+    lines: list[str] = []
+    report = publish(
+        dist,
+        index.target(),
+        variant="cu130",
+        policy_sha256=POLICY_SHA256,
+        expected_files=[w.name for w in wheels],
+        env=index.credentials_env("cu130"),
+        log=lines.append,
+    )
+    assert sorted(report.uploaded) == sorted(w.name for w in wheels)
+    assert _index_state(index, "cu130") == _expected(wheels)
+    assert _index_state(index, "cpu") == {}
+    assert cpu.name not in os.listdir(index.folder("cu130"))
+
+    result = install_venv.install(index.simple_url("cu130"), f"{PROJECT}==1.5.0+cu130")
+    assert result.returncode == 0, result.stderr
+    shown = install_venv.run("import wwdemo; print(wwdemo.VERSION, wwdemo.TAG)").stdout.split()
+    py = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    best = f"{py}-{py}-manylinux_2_28_x86_64" if py in ("cp311", "cp312") else "py3-none-any"
+    assert shown == ["1.5.0+cu130", best]  # pip chose the most specific audited wheel
+
+    again = publish(
+        dist,
+        index.target(),
+        variant="cu130",
+        policy_sha256=POLICY_SHA256,
+        env=index.credentials_env(None),  # TWINE_USERNAME/TWINE_PASSWORD work too
+        log=lines.append,
+    )
+    assert again.uploaded == ()
+    assert sorted(again.skipped) == sorted(w.name for w in wheels)
+    assert _index_state(index, "cu130") == _expected(wheels)
+    captured = capsys.readouterr()
+    _assert_no_secret(index, *lines, captured.out, captured.err, result.stdout, result.stderr)
+
+
+def test_refuses_unaudited_tampered_failed_and_foreign_wheels_uploading_nothing(
+    tmp_path: Path, local_index_server: LocalIndex, audited_wheel_factory: AuditedWheelFactory
+) -> None:
+    index = local_index_server
+    dist = tmp_path / "dist"
+    good = audited_wheel_factory(dist, tag="py3-none-any")
+    unaudited = build_tiny_wheel(dist, tag="cp310-cp310-manylinux_2_28_x86_64")
+    tampered = audited_wheel_factory(dist, tag="cp311-cp311-manylinux_2_28_x86_64")
+    with tampered.open("ab") as fh:
+        fh.write(b"\0")  # changed after the audit
+    failed = audited_wheel_factory(dist, tag="cp312-cp312-manylinux_2_28_x86_64", passed=False)
+    foreign = build_tiny_wheel(dist, tag="cp313-cp313-manylinux_2_28_x86_64")
+    write_audit_record(foreign, row="cu130-py313-x86_64", variant="cu130", policy_sha256="0" * 64)
+
+    with pytest.raises(CheckFailed) as info:
+        publish(
+            dist,
+            index.target(),
+            variant="cu130",
+            policy_sha256=POLICY_SHA256,
+            env=index.credentials_env("cu130"),
+            log=lambda line: None,
+        )
+    message = str(info.value)
+    assert f"{unaudited.name}: no audit record" in message
+    assert f"{tampered.name}: changed since it was audited" in message
+    assert f"{failed.name}: its audit failed" in message
+    assert f"{foreign.name}: audited against another rows.toml" in message
+    assert good.name not in message
+    assert "nothing was uploaded" in message
+    assert list(index.folder("cu130").iterdir()) == []
+    _assert_no_secret(index, message)
+
+
+def test_conflict_and_stray_files_on_the_index_stop_before_any_upload(
+    tmp_path: Path, local_index_server: LocalIndex, audited_wheel_factory: AuditedWheelFactory
+) -> None:
+    index = local_index_server
+    wheels = _cu130_set(tmp_path / "dist", audited_wheel_factory)
+    other = build_tiny_wheel(
+        tmp_path / "other", tag=wheels[1].name.split("-", 2)[2][: -len(".whl")], payload="x"
+    )
+    shutil.copy(other, index.folder("cu130") / other.name)  # same name, different bytes
+    stray = build_tiny_wheel(index.folder("cu130"), version="1.5.0+cu126")  # not this index's variant
+    old = build_tiny_wheel(index.folder("cu130"), version="1.4.0+cu130")  # an earlier release: fine
+    before = _index_state(index, "cu130")
+
+    with pytest.raises(CheckFailed) as info:
+        publish(
+            wheels,
+            index.target(),
+            variant="cu130",
+            policy_sha256=POLICY_SHA256,
+            env=index.credentials_env("cu130"),
+            log=lambda line: None,
+        )
+    message = str(info.value)
+    assert f"{wheels[1].name}: the index already holds" in message
+    assert f"{stray.name}: on the index for this release's version" in message
+    assert old.name not in message
+    assert _index_state(index, "cu130") == before  # nothing uploaded
+
+
+def test_server_stopped_mid_release_then_rerun_completes(
+    tmp_path: Path, audited_wheel_factory: AuditedWheelFactory
+) -> None:
+    wheels = _cu130_set(tmp_path / "dist", audited_wheel_factory)
+    root = tmp_path / "index"
+    lines: list[str] = []
+    with local_index(["cu130"], root) as first:
+
+        def stop_server_after_first(event: str, filename: str) -> None:
+            if event == "uploaded":
+                stop(first.root_dir)
+
+        with pytest.raises(StepFailed) as info:
+            publish(
+                wheels,
+                first.target(),
+                variant="cu130",
+                policy_sha256=POLICY_SHA256,
+                env=first.credentials_env("cu130"),
+                log=lines.append,
+                hook=stop_server_after_first,
+                timeout=(2.0, 5.0),
+            )
+        message = str(info.value)
+        assert "rerun the same command to resume" in message
+        assert len(os.listdir(first.folder("cu130"))) == 1
+        _assert_no_secret(first, message, *lines)
+
+    with local_index(["cu130"], root, password=first.password) as second:  # same folder, new port
+        report = publish(
+            wheels,
+            second.target(),
+            variant="cu130",
+            policy_sha256=POLICY_SHA256,
+            env=second.credentials_env("cu130"),
+            log=lines.append,
+        )
+        assert len(report.skipped) == 1 and len(report.uploaded) == 2
+        assert _index_state(second, "cu130") == _expected(wheels)
+
+
+def test_index_refuses_one_upload_midway_then_rerun_completes(
+    tmp_path: Path, local_index_server: LocalIndex, audited_wheel_factory: AuditedWheelFactory
+) -> None:
+    index = local_index_server
+    wheels = _cu130_set(tmp_path / "dist", audited_wheel_factory)
+    rogue_dir = tmp_path / "rogue"
+    placed: list[Path] = []
+
+    def race_a_different_file(event: str, filename: str) -> None:
+        # Another publisher wins the race for the second name: the server must refuse ours.
+        if event == "before-upload" and not placed and any(index.folder("cu130").iterdir()):
+            tag = filename.split("-", 2)[2][: -len(".whl")]
+            rogue = build_tiny_wheel(rogue_dir, tag=tag, payload="rogue")
+            placed.append(Path(shutil.copy(rogue, index.folder("cu130") / rogue.name)))
+
+    lines: list[str] = []
+    with pytest.raises(CheckFailed) as info:
+        publish(
+            wheels,
+            index.target(),
+            variant="cu130",
+            policy_sha256=POLICY_SHA256,
+            env=index.credentials_env("cu130"),
+            log=lines.append,
+            hook=race_a_different_file,
+        )
+    message = str(info.value)
+    assert f"the index refused {placed[0].name}" in message
+    assert "never holds two files under one name" in message
+    _assert_no_secret(index, message, *lines)
+
+    placed[0].unlink()  # the operator removes the file that was never released
+    publish(
+        wheels,
+        index.target(),
+        variant="cu130",
+        policy_sha256=POLICY_SHA256,
+        env=index.credentials_env("cu130"),
+        log=lines.append,
+    )
+    assert _index_state(index, "cu130") == _expected(wheels)
+
+
+_PUBLISH_SCRIPT = """
+import json, sys
+from pathlib import Path
+from release.publish import publish
+from release.targets import IndexTarget, Target
+t = json.loads(sys.argv[1])
+target = Target(t["name"], t["rehearsal"], {v: IndexTarget(**i) for v, i in t["indexes"].items()})
+publish(Path(sys.argv[2]), target, variant="cu130", policy_sha256=sys.argv[3])
+"""
+
+
+def _target_json(target: Target) -> str:
+    return json.dumps(
+        {
+            "name": target.name,
+            "rehearsal": target.rehearsal,
+            "indexes": {
+                v: {
+                    "variant": i.variant,
+                    "upload_url": i.upload_url,
+                    "simple_url": i.simple_url,
+                    "max_wheel_mib": i.max_wheel_mib,
+                }
+                for v, i in target.indexes.items()
+            },
+        }
+    )
+
+
+def test_publisher_killed_between_two_files_then_rerun_completes(
+    tmp_path: Path, local_index_server: LocalIndex, audited_wheel_factory: AuditedWheelFactory
+) -> None:
+    index = local_index_server
+    dist = tmp_path / "dist"
+    wheels = _cu130_set(dist, audited_wheel_factory)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(REPO),
+        "HOME": str(tmp_path),
+        STOP_AFTER_ENV: "1",
+        **index.credentials_env("cu130"),
+    }
+    args = [sys.executable, "-c", _PUBLISH_SCRIPT, _target_json(index.target()), str(dist), POLICY_SHA256]
+    killed = proc.run(args, env=env, check=False, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert len(_index_state(index, "cu130")) == 1
+
+    del env[STOP_AFTER_ENV]
+    resumed = proc.run(args, env=env, check=False, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "already on the index with the same sha256; skipped" in resumed.stderr
+    assert _index_state(index, "cu130") == _expected(wheels)
+    _assert_no_secret(index, killed.stdout, killed.stderr, resumed.stdout, resumed.stderr)
+
+
+def test_wrong_password_fails_without_showing_it(
+    tmp_path: Path, local_index_server: LocalIndex, audited_wheel_factory: AuditedWheelFactory
+) -> None:
+    index = local_index_server
+    wheel = audited_wheel_factory(tmp_path / "dist")
+    wrong = "not-the-password-" + "s3cr3t" * 3
+    lines: list[str] = []
+    with pytest.raises(StepFailed) as info:
+        publish(
+            [wheel],
+            index.target(),
+            variant="cu130",
+            policy_sha256=POLICY_SHA256,
+            env={"WHEELWRIGHT_CU130_USERNAME": index.username, "WHEELWRIGHT_CU130_PASSWORD": wrong},
+            log=lines.append,
+        )
+    message = str(info.value)
+    assert "403" in message
+    assert (
+        "refused the upload credentials from WHEELWRIGHT_CU130_USERNAME/WHEELWRIGHT_CU130_PASSWORD" in message
+    )
+    for text in (message, *lines):
+        assert wrong not in text
+    assert _index_state(index, "cu130") == {}
+
+
+def test_static_index_installs_with_pip_and_reads_back(
+    tmp_path: Path, audited_wheel_factory: AuditedWheelFactory, install_venv: InstallVenv
+) -> None:
+    dist = tmp_path / "dist"
+    wheels = _cu130_set(dist, audited_wheel_factory)
+    static_root = tmp_path / "whl" / "cu130"
+    built = build_static_index(static_root, wheels[:1])
+    assert (static_root / PROJECT / "index.json").exists()
+    page = (static_root / PROJECT / "index.html").read_text(encoding="utf-8")
+    assert "data-core-metadata=" in page and "data-dist-info-metadata=" in page
+
+    result = install_venv.install(built.url, f"{PROJECT}==1.5.0+cu130")
+    assert result.returncode == 0, result.stderr
+    assert install_venv.run("import wwdemo; print(wwdemo.VERSION)").stdout.strip() == "1.5.0+cu130"
+
+    # publish() to a file:// target: the same audit, plan and read-back, no twine
+    target = Target("static", False, {"cu130": IndexTarget("cu130", built.url, built.url, None)})
+    report = publish(
+        wheels, target, variant="cu130", policy_sha256=POLICY_SHA256, env={}, log=lambda line: None
+    )
+    assert report.skipped == (wheels[0].name,)
+    assert remote_hashes(built.url, PROJECT) == _expected(wheels)
+    files = read_project(built.url, PROJECT)
+    assert {f.filename for f in files} == {w.name for w in wheels}
+
+
+def test_check_channels_against_a_channel_with_x86_64_only(
+    local_index_server: LocalIndex, tiny_wheel_factory: TinyWheelFactory
+) -> None:
+    index = local_index_server
+    channel = index.folder("cu126")
+    for py in ("cp311", "cp312"):
+        tiny_wheel_factory(channel, version="0.9.0", tag=f"{py}-{py}-manylinux_2_28_x86_64")
+    # file names only matter here; the package is "wwdemo" standing in for torchao
+    rule = ChannelRule(PROJECT, index.simple_url("cu126"))
+    ok = check_channels([rule], "x86_64", python_tag="cp312")
+    assert ok[0].usable and ok[0].arches_seen == ("x86_64",)
+    with pytest.raises(CheckFailed) as info:
+        check_channels([rule], "aarch64")
+    assert "publishes no wheel usable on aarch64 (it has: x86_64)" in str(info.value)
+    plain = ChannelRule(PROJECT, index.simple_url("cpu"), platforms=("aarch64",))
+    tiny_wheel_factory(index.folder("cpu"), version="0.9.0", tag="cp312-cp312-manylinux_2_28_aarch64")
+    cuda_x86 = ChannelRule(PROJECT, index.simple_url("cu126"), platforms=("x86_64",))
+    assert [f.index_url for f in check_channels([cuda_x86, plain], "aarch64")] == [plain.index_url]
+
+
+def test_detached_server_survives_its_starter_and_stops(tmp_path: Path) -> None:
+    root = tmp_path / "rehearsal"
+    started = start_detached(["cu130"], root)
+    try:
+        again = attach(root)
+        assert again.port == started.port and again.password == started.password
+        assert (root / "upload-password").stat().st_mode & 0o777 == 0o600
+        assert remote_hashes(again.simple_url("cu130"), PROJECT) == {}
+        with pytest.raises(StepFailed, match="already running there"):
+            start_detached(["cu130"], root)
+        assert attach(root).password == started.password  # the refused start changed nothing
+    finally:
+        assert stop(root)
+    assert not (root / "server.json").exists()
+    assert not stop(root)
+
+
+class _Pep691Handler(http.server.BaseHTTPRequestHandler):
+    """A PEP 691 server in miniature: JSON when asked for it, a redirect elsewhere for 'away'."""
+
+    root: Path
+    seen_accept: list[str]
+
+    def do_GET(self) -> None:
+        self.seen_accept.append(self.headers.get("Accept", ""))
+        project = self.path.strip("/").split("/")[-1]
+        if project == "away":
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.2:9/simple/away/")
+            self.end_headers()
+            return
+        page = self.root / project / "index.json"
+        if not page.exists():
+            self.send_error(404)
+            return
+        body = page.read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_json_simple_api_is_preferred_and_foreign_redirects_refused(
+    tmp_path: Path, audited_wheel_factory: AuditedWheelFactory
+) -> None:
+    wheels = _cu130_set(tmp_path / "dist", audited_wheel_factory)
+    static = build_static_index(tmp_path / "static", wheels)
+    seen_accept: list[str] = []
+
+    class Handler(_Pep691Handler):
+        root = static.root
+
+    Handler.seen_accept = seen_accept
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/simple/"
+        files = read_project(base, PROJECT)
+        assert {f.filename: f.sha256 for f in files} == _expected(wheels)
+        assert files[0].url.startswith(f"{base}files/")  # relative URLs resolved against the page
+        assert seen_accept[0].startswith("application/vnd.pypi.simple.v1+json")
+        assert remote_hashes(base, "nothing-here") == {}
+        with pytest.raises(StepFailed, match="redirected to another server"):
+            read_project(base, "away")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_release_prepares_every_variant_before_any_upload(
+    tmp_path: Path, local_index_server: LocalIndex, audited_wheel_factory: AuditedWheelFactory
+) -> None:
+    index = local_index_server
+    dist = tmp_path / "dist"
+    _cu130_set(dist, audited_wheel_factory)
+    build_tiny_wheel(dist, version="1.5.0+cu126")  # never audited
+    env = {**index.credentials_env("cu130"), **index.credentials_env("cu126")}
+    with pytest.raises(CheckFailed, match=r"(?s)\(cu126\).*no audit record"):
+        prepared = [
+            prepare_publish(dist, index.target(), variant=v, policy_sha256=POLICY_SHA256, env=env)
+            for v in ("cu130", "cu126")
+        ]
+        for p in prepared:  # pragma: no cover (never reached)
+            execute_publish(p, log=lambda line: None)
+    assert _index_state(index, "cu130") == {} and _index_state(index, "cu126") == {}

@@ -1,0 +1,483 @@
+"""Pure parts of publishing: the plan, the guards, credentials, redaction, index parsing, channels."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from release.errors import CheckFailed, InputError, StepFailed
+from release.index_client import (
+    ChannelRule,
+    Redactor,
+    check_channels,
+    parse_html_project,
+    parse_json_project,
+    redact_url,
+    resolve_simple_url,
+    split_userinfo,
+    tag_arch,
+)
+from release.publish import (
+    LocalWheel,
+    check_audit_record,
+    check_local_set,
+    check_release_complete,
+    check_sizes,
+    check_target_urls,
+    collect_wheels,
+    credential_env_names,
+    plan_publish,
+    publish,
+    resolve_credentials,
+    twine_command,
+    twine_env,
+    verify_published,
+    wheel_variant,
+)
+from release.static_index import build_static_index, write_static_index
+from release.targets import IndexTarget, Target
+
+POLICY = "a" * 64
+W1 = "wwdemo-1.5.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
+W2 = "wwdemo-1.5.0+cu130-cp313-cp313-manylinux_2_28_x86_64.whl"
+
+
+def _wheel(filename: str, sha: str = "1" * 64, size: int = 10) -> LocalWheel:
+    return LocalWheel(Path("/dist") / filename, filename, sha, "cu130-py312-x86_64", size)
+
+
+def _target(rehearsal: bool = False, upload_url: str = "http://127.0.0.1:9/cu130/") -> Target:
+    index = IndexTarget("cu130", upload_url, "http://127.0.0.1:9/cu130/simple/", None)
+    return Target("prod" if not rehearsal else "rehearsal", rehearsal, {"cu130": index})
+
+
+def _record(filename: str = W1, **overrides: object) -> dict[str, object]:
+    record: dict[str, object] = {
+        "version": 1,
+        "wheel": filename,
+        "sha256": "1" * 64,
+        "row": "cu130-py312-x86_64",
+        "variant": "cu130",
+        "policy_sha256": POLICY,
+        "passed": True,
+        "findings": [],
+    }
+    record.update(overrides)
+    return record
+
+
+# --- plan_publish -------------------------------------------------------------
+
+
+def test_plan_uploads_new_skips_same_and_stops_on_a_different_file() -> None:
+    plan = plan_publish(
+        [_wheel(W1, "1" * 64), _wheel(W2, "2" * 64), _wheel("wwdemo-1.5.0+cu130-py3-none-any.whl", "3" * 64)],
+        {W1: "1" * 64, W2: "9" * 64},
+    )
+    assert [w.filename for w in plan.to_upload] == ["wwdemo-1.5.0+cu130-py3-none-any.whl"]
+    assert [w.filename for w in plan.skip_same] == [W1]
+    assert [(c.filename, c.remote_sha256) for c in plan.conflicts] == [(W2, "9" * 64)]
+    assert not plan.ok
+    assert "never holds two files under one name" in plan.problems()[0]
+
+
+def test_plan_compares_wheel_identity_not_spelling_and_hash_case() -> None:
+    remote = {"WWDemo-1.5.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl": "AB" * 32}
+    plan = plan_publish([_wheel(W1, "ab" * 32)], remote)
+    assert plan.to_upload == () and len(plan.skip_same) == 1 and plan.ok
+
+
+def test_plan_flags_stray_files_of_this_version_only() -> None:
+    remote = {
+        "wwdemo-1.5.0+cu126-cp312-cp312-manylinux_2_28_x86_64.whl": "4" * 64,  # wrong variant here
+        "wwdemo-1.5.0.tar.gz": "5" * 64,  # an sdist of this version
+        "wwdemo-1.4.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl": "6" * 64,  # last release: fine
+        "other-1.5.0-py3-none-any.whl": "7" * 64,  # another project: fine
+        "README.txt": "8" * 64,
+    }
+    plan = plan_publish([_wheel(W1)], remote)
+    assert plan.unexpected == (
+        "wwdemo-1.5.0+cu126-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "wwdemo-1.5.0.tar.gz",
+    )
+    assert [w.filename for w in plan.to_upload] == [W1]
+
+
+def test_plan_of_nothing_remote_uploads_everything_in_a_stable_order() -> None:
+    plan = plan_publish([_wheel(W2), _wheel(W1)], {})
+    assert [w.filename for w in plan.to_upload] == [W1, W2] and plan.ok
+
+
+def test_verify_published_both_ways() -> None:
+    local = [_wheel(W1, "1" * 64), _wheel(W2, "2" * 64)]
+    assert verify_published(local, {W1: "1" * 64, W2: "2" * 64}) == []
+    problems = verify_published(local, {W1: "1" * 64, "wwdemo-1.5.0+cu130-py3-none-any.whl": "3" * 64})
+    assert problems == [
+        f"{W2}: not on the index after uploading",
+        "wwdemo-1.5.0+cu130-py3-none-any.whl: on the index for this release's version but not in the "
+        "audited set; remove it from the index or add its row to the release",
+    ]
+    assert "the index already holds" in verify_published(local, {W1: "1" * 64, W2: "f" * 64})[0]
+
+
+# --- audit records and the local set --------------------------------------------
+
+
+def test_a_good_record_passes() -> None:
+    assert check_audit_record(W1, "1" * 64, _record(), policy_sha256=POLICY, variant="cu130") is None
+
+
+@pytest.mark.parametrize(
+    ("record", "expected"),
+    [
+        (None, "no audit record"),
+        ([], "not a JSON object"),
+        (_record(version=2), "audit record version 2"),
+        (_record(wheel=W2), "the record is for"),
+        (_record(passed=False, findings=[{"m": "x"}]), "its audit failed (1 finding(s))"),
+        (_record(passed="true"), "its audit failed"),
+        (_record(policy_sha256="b" * 64), "audited against another rows.toml"),
+        (_record(row=""), "the record names no row"),
+        (_record(variant="cu126"), "audited as variant 'cu126'"),
+        (_record(sha256="2" * 64), "changed since it was audited"),
+    ],
+)
+def test_records_that_refuse(record: object, expected: str) -> None:
+    problem = check_audit_record(W1, "1" * 64, record, policy_sha256=POLICY, variant="cu130")
+    assert problem is not None and expected in problem and W1 in problem
+
+
+def test_local_set_must_equal_the_expected_files() -> None:
+    assert check_local_set([W1], None) == []
+    assert check_local_set([W1, W2], [W2, W1]) == []
+    problems = check_local_set([W1, "x-1-py3-none-any.whl"], [W1, W2])
+    assert problems == [
+        f"{W2}: expected by this release but not among the wheels given",
+        "x-1-py3-none-any.whl: given but not expected by this release (another row or version?)",
+    ]
+
+
+def test_size_limit() -> None:
+    big = _wheel(W1, size=101 * 1024 * 1024)
+    assert check_sizes([big], None) == []
+    assert check_sizes([big], 200) == []
+    assert "101.0 MiB is over the index's 100 MiB limit" in check_sizes([big], 100)[0]
+
+
+def test_wheel_variant_comes_from_the_local_label() -> None:
+    assert wheel_variant(W1) == "cu130"
+    assert wheel_variant("wwdemo-1.5.0-cp312-cp312-manylinux_2_28_x86_64.whl") == "cpu"
+
+
+def _audited_files(folder: Path, names: Iterable[str]) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name in names:
+        path = folder / name
+        path.write_bytes(name.encode())
+        sha = hashlib.sha256(name.encode()).hexdigest()
+        record = _record(name, sha256=sha, variant=wheel_variant(name))
+        path.with_name(name + ".audit.json").write_text(json.dumps(record), encoding="utf-8")
+        out.append(path)
+    return out
+
+
+def test_collect_wheels_picks_the_variant_from_a_folder_and_checks_listed_files(tmp_path: Path) -> None:
+    cpu = "wwdemo-1.5.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    _audited_files(tmp_path, [W1, W2, cpu])
+    paths, problems = collect_wheels(tmp_path, "cu130")
+    assert [p.name for p in paths] == [W1, W2] and problems == []
+    paths, problems = collect_wheels([tmp_path / W1, tmp_path / cpu, tmp_path / "gone.whl"], "cu130")
+    assert [p.name for p in paths] == [W1]
+    assert problems == [
+        f"{cpu}: a cpu wheel; this publish is for cu130",
+        f"{tmp_path / 'gone.whl'}: no such file",
+    ]
+    with pytest.raises(InputError, match="no cu126 wheels"):
+        collect_wheels(tmp_path, "cu126")
+
+
+def test_publish_checks_every_wheel_before_touching_the_index(tmp_path: Path) -> None:
+    # The index (port 9, discard) is never reached: the audit refusal comes first and names both files.
+    paths = _audited_files(tmp_path, [W1, W2])
+    paths[0].write_bytes(b"tampered")
+    paths[1].with_name(W2 + ".audit.json").unlink()
+    with pytest.raises(CheckFailed) as info:
+        publish(tmp_path, _target(), variant="cu130", policy_sha256=POLICY, env={}, log=lambda line: None)
+    message = str(info.value)
+    assert f"{W1}: changed since it was audited" in message
+    assert f"{W2}: no audit record" in message
+    assert message.endswith("nothing was uploaded")
+
+
+# --- all or nothing -------------------------------------------------------------
+
+ROWS = ("cpu-py312-x86_64", "cu130-py312-x86_64", "cu130-py313-x86_64")
+
+
+def test_a_whole_release_passes_the_guard() -> None:
+    done = check_release_complete(ROWS, ROWS, ROWS, _target())
+    assert done.complete
+    assert check_release_complete(ROWS, ROWS, None, _target()).complete  # smoke not required
+
+
+def test_a_partial_release_is_refused_by_name_on_a_real_target() -> None:
+    with pytest.raises(CheckFailed) as info:
+        check_release_complete(ROWS, ROWS[:2], ROWS[:1], _target())
+    message = str(info.value)
+    assert "not audited (1): cu130-py313-x86_64" in message
+    assert "not smoke-tested (2): cu130-py312-x86_64, cu130-py313-x86_64" in message
+    assert "rehearsal target" in message
+
+
+def test_a_partial_release_may_go_to_a_rehearsal_target() -> None:
+    done = check_release_complete(ROWS, ROWS[:1], None, _target(rehearsal=True))
+    assert not done.complete and done.missing_audit == ROWS[1:]
+
+
+def test_rows_from_elsewhere_and_an_empty_release_are_refused() -> None:
+    with pytest.raises(CheckFailed, match="cu999-py312-x86_64 are not in this release"):
+        check_release_complete(ROWS, [*ROWS, "cu999-py312-x86_64"], None, _target(rehearsal=True))
+    with pytest.raises(CheckFailed, match="no row has passed its audit"):
+        check_release_complete(ROWS, [], None, _target(rehearsal=True))
+
+
+def test_target_names_its_variants() -> None:
+    with pytest.raises(InputError, match=r"no index for variant 'cu13'.*did you mean 'cu130'"):
+        _target().index_for("cu13")
+
+
+# --- credentials and twine ---------------------------------------------------------
+
+
+def test_credentials_prefer_the_variant_then_twine_then_keyring() -> None:
+    assert credential_env_names("cu130") == ("WHEELWRIGHT_CU130_USERNAME", "WHEELWRIGHT_CU130_PASSWORD")
+    env = {
+        "WHEELWRIGHT_CU130_USERNAME": "alice",
+        "WHEELWRIGHT_CU130_PASSWORD": "pw-cu130",
+        "TWINE_USERNAME": "bob",
+        "TWINE_PASSWORD": "pw-twine",
+    }
+    creds = resolve_credentials("cu130", env)
+    assert creds is not None and (creds.username, creds.password) == ("alice", "pw-cu130")
+    assert "pw-cu130" not in repr(creds) and "alice" not in repr(creds)
+    creds = resolve_credentials("cu126", env)
+    assert creds is not None and creds.username == "bob"
+    token = resolve_credentials("cpu", {"TWINE_PASSWORD": "pypi-AgEtoken"})
+    assert token is not None and token.username == "__token__"
+    assert resolve_credentials("cpu", {}) is None  # twine asks its keyring
+
+
+def test_a_username_without_password_names_the_variable_not_the_value() -> None:
+    with pytest.raises(InputError) as info:
+        resolve_credentials("cu130", {"WHEELWRIGHT_CU130_USERNAME": "alice-secret-name"})
+    assert "WHEELWRIGHT_CU130_PASSWORD is not" in str(info.value)
+    assert "alice-secret-name" not in str(info.value)
+
+
+def test_twine_gets_credentials_in_its_environment_never_on_the_command_line() -> None:
+    index = IndexTarget("cu130", "http://127.0.0.1:9/cu130/", "http://127.0.0.1:9/cu130/simple/", None)
+    argv = twine_command(index, Path("/stage/w.whl"), python="python")
+    assert argv == [
+        "python", "-m", "twine", "--no-color", "upload", "--non-interactive", "--disable-progress-bar",
+        "--repository-url", "http://127.0.0.1:9/cu130/", "/stage/w.whl",
+    ]  # fmt: skip
+    pypi = IndexTarget("cpu", "pypi", "unused", 100)
+    assert twine_command(pypi, Path("w.whl"), python="python")[-3:] == ["--repository", "pypi", "w.whl"]
+    creds = resolve_credentials("cu130", {"WHEELWRIGHT_CU130_PASSWORD": "s3cret"})
+    env = twine_env(
+        {"PATH": "/bin", "WHEELWRIGHT_CU130_PASSWORD": "s3cret", "WHEELWRIGHT_TEST_STOP_AFTER_UPLOADS": "1"},
+        creds,
+    )
+    assert env == {
+        "PATH": "/bin",
+        "TWINE_NON_INTERACTIVE": "1",
+        "TWINE_USERNAME": "__token__",
+        "TWINE_PASSWORD": "s3cret",
+    }
+
+
+def test_a_target_url_with_credentials_is_refused_without_showing_them() -> None:
+    with pytest.raises(InputError) as info:
+        check_target_urls(_target(), IndexTarget("cu130", "https://u:hunter2@example.invalid/", "x", None))
+    assert "rows.toml must not hold them" in str(info.value) and "hunter2" not in str(info.value)
+
+
+# --- redaction ----------------------------------------------------------------------
+
+
+def test_redactor_removes_every_form_of_a_secret() -> None:
+    red = Redactor()
+    red.add_auth(("uploader", "p@ss/w rd"))
+    basic = base64.b64encode(b"uploader:p@ss/w rd").decode()
+    text = (
+        "user uploader pw p@ss/w rd quoted p%40ss%2Fw%20rd plus p%40ss%2Fw+rd "
+        f"header Basic {basic} url https://someone:other@host.invalid/simple/"
+    )
+    out = red(text)
+    for secret in ("uploader", "p@ss/w rd", "p%40ss", basic, "someone", "other"):
+        assert secret not in out
+    assert "https://***@host.invalid/simple/" in out
+
+
+def test_index_names_resolve_through_pip_defaults() -> None:
+    assert resolve_simple_url("http://127.0.0.1:9/simple/") == "http://127.0.0.1:9/simple/"
+    assert resolve_simple_url("pypi").startswith("https://") and resolve_simple_url("pypi").endswith(
+        "/simple/"
+    )
+    assert resolve_simple_url("testpypi") != resolve_simple_url("pypi")
+    with pytest.raises(InputError, match="neither a URL nor a known index name"):
+        resolve_simple_url("pypy")
+
+
+def test_redact_url_and_split_userinfo() -> None:
+    assert redact_url("see http://a:b@h:1/x and ftp://c@d/") == "see http://***@h:1/x and ftp://***@d/"
+    assert split_userinfo("https://u:p%40q@h.invalid:8443/s/") == ("https://h.invalid:8443/s/", ("u", "p@q"))
+    assert split_userinfo("https://h.invalid/s/") == ("https://h.invalid/s/", None)
+
+
+# --- reading an index -----------------------------------------------------------------
+
+
+def test_parse_pypiserver_html() -> None:
+    page = (
+        "<html><body><h1>Links for wwdemo</h1>\n"
+        f'<a href="/cu130/packages/{W1}#sha256={"AB" * 32}">{W1}</a><br>\n'
+        '<a href="/cu130/packages/wwdemo-1.4.0.tar.gz#md5=00">wwdemo-1.4.0.tar.gz</a><br>\n'
+        "</body></html>"
+    )
+    files = parse_html_project(page, "http://127.0.0.1:8/cu130/simple/wwdemo/")
+    assert files[0].url == f"http://127.0.0.1:8/cu130/packages/{W1}"
+    assert files[0].sha256 == "ab" * 32
+    assert files[1].sha256 is None
+
+
+def test_parse_html_with_base_and_quoted_names() -> None:
+    page = '<base href="https://files.invalid/x/"><a href="w%2Bcu130.whl#sha256=' + "c" * 64 + '"></a>'
+    (f,) = parse_html_project(page, "https://index.invalid/simple/w/")
+    assert (f.filename, f.url) == ("w+cu130.whl", "https://files.invalid/x/w%2Bcu130.whl")
+
+
+def test_parse_pep691_json() -> None:
+    data = {
+        "meta": {"api-version": "1.1"},
+        "name": "wwdemo",
+        "files": [{"filename": W1, "url": f"../../files/{W1}", "hashes": {"sha256": "D" * 64}}],
+    }
+    (f,) = parse_json_project(data, "https://i.invalid/simple/wwdemo/", where="t")
+    assert (f.url, f.sha256) == (f"https://i.invalid/files/{W1}", "d" * 64)
+    with pytest.raises(StepFailed, match=r"unsupported simple API version '2\.0'"):
+        parse_json_project({"meta": {"api-version": "2.0"}, "files": []}, "x", where="t")
+
+
+# --- dependency channels -----------------------------------------------------------------
+
+CUDA_CHANNEL = "http://127.0.0.1:9/whl/cu130/"
+PLAIN_CHANNEL = "http://127.0.0.1:9/simple/"
+LISTINGS = {
+    (CUDA_CHANNEL, "torchao"): [
+        "torchao-0.14.0+cu130-cp39-abi3-manylinux_2_28_x86_64.whl",
+        "torchao-0.14.0+cu130-py3-none-any.whl.metadata",
+    ],
+    (PLAIN_CHANNEL, "torchao"): ["torchao-0.14.0-py3-none-any.whl", "torchao-0.14.0.tar.gz"],
+    (CUDA_CHANNEL, "torch"): [
+        "torch-2.14.1+cu130-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "torch-2.14.1+cu130-cp312-cp312-manylinux_2_28_aarch64.whl",
+    ],
+}
+
+
+def _fetch(url: str, package: str) -> list[str]:
+    return LISTINGS.get((url, package), [])
+
+
+def test_tag_arch() -> None:
+    assert tag_arch("manylinux_2_28_x86_64") == "x86_64"
+    assert tag_arch("manylinux2014_aarch64") == "aarch64"
+    assert tag_arch("linux_x86_64") == "x86_64"
+    assert tag_arch("musllinux_1_2_aarch64") == "aarch64"
+    assert tag_arch("any") == "any"
+    assert tag_arch("win_amd64") is None
+
+
+def test_a_channel_with_nothing_for_the_arch_fails_before_the_build() -> None:
+    rules = [ChannelRule("torch", CUDA_CHANNEL), ChannelRule("torchao", CUDA_CHANNEL)]
+    assert all(f.ok for f in check_channels(rules, "x86_64", _fetch, python_tag="cp312"))
+    with pytest.raises(CheckFailed) as info:
+        check_channels(rules, "aarch64", _fetch)
+    message = str(info.value)
+    assert (
+        "torchao: channel http://127.0.0.1:9/whl/cu130/ publishes no wheel usable on aarch64 (it has: x86_64)"
+        in message
+    )
+    assert "torch:" not in message
+
+
+def test_per_arch_channel_rules_as_declared() -> None:
+    rules = [
+        ChannelRule("torchao", CUDA_CHANNEL, platforms=("x86_64",)),
+        ChannelRule("torchao", PLAIN_CHANNEL, platforms=("aarch64",)),
+    ]
+    (only,) = check_channels(rules, "aarch64", _fetch)
+    assert only.index_url == PLAIN_CHANNEL and only.usable == ("torchao-0.14.0-py3-none-any.whl",)
+
+
+def test_python_tags_are_checked_when_given() -> None:
+    rules = [ChannelRule("torch", CUDA_CHANNEL)]
+    with pytest.raises(CheckFailed, match="nothing for x86_64 / cp313"):
+        check_channels(rules, "x86_64", _fetch, python_tag="cp313")
+    abi3 = [ChannelRule("torchao", CUDA_CHANNEL)]
+    assert check_channels(abi3, "x86_64", _fetch, python_tag="cp313")[0].ok  # cp39-abi3 covers 3.13
+    with pytest.raises(InputError):
+        check_channels(abi3, "x86_64", _fetch, python_tag="3.13")
+
+
+# --- static index (files only) -------------------------------------------------------------
+
+
+def _zip_wheel(folder: Path, filename: str, body: bytes = b"") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    name, version = filename.split("-")[:2]
+    path = folder / filename
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(
+            f"{name}-{version}.dist-info/METADATA",
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: >=3.10\n\n",
+        )
+        zf.writestr(f"{name}/__init__.py", body)
+    return path
+
+
+def test_static_index_pages_are_deterministic_and_carry_metadata_hashes(tmp_path: Path) -> None:
+    wheel = _zip_wheel(tmp_path / "dist", W1)
+    root = tmp_path / "cu130"
+    index = build_static_index(root, [wheel])
+    metadata = (root / "files" / (W1 + ".metadata")).read_bytes()
+    meta_sha = hashlib.sha256(metadata).hexdigest()
+    page = (root / "wwdemo" / "index.html").read_text(encoding="utf-8")
+    assert f'data-core-metadata="sha256={meta_sha}"' in page
+    assert f'data-dist-info-metadata="sha256={meta_sha}"' in page
+    assert 'data-requires-python="&gt;=3.10"' in page
+    assert "wwdemo-1.5.0%2Bcu130-cp312" in page
+    data = json.loads((root / "wwdemo" / "index.json").read_text(encoding="utf-8"))
+    assert data["meta"] == {"api-version": "1.1"} and data["versions"] == ["1.5.0+cu130"]
+    assert data["files"][0]["core-metadata"] == {"sha256": meta_sha}
+    assert json.loads((root / "index.json").read_text(encoding="utf-8"))["projects"] == [{"name": "wwdemo"}]
+    assert index.url.startswith("file://") and index.projects == ("wwdemo",)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    write_static_index(root)
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+
+def test_static_index_refuses_a_different_file_under_an_existing_name(tmp_path: Path) -> None:
+    root = tmp_path / "cu130"
+    build_static_index(root, [_zip_wheel(tmp_path / "a", W1, b"one")])
+    build_static_index(root, [_zip_wheel(tmp_path / "a", W1, b"one")])  # same bytes: fine
+    with pytest.raises(CheckFailed, match="already holds a different file under this name"):
+        build_static_index(root, [_zip_wheel(tmp_path / "b", W1, b"two")])
