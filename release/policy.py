@@ -13,7 +13,7 @@ import difflib
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -21,7 +21,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from release.archs import Arch, ArchSyntaxError, parse_arch
-from release.errors import PolicyError
+from release.errors import InputError, PolicyError
+from release.targets import IndexTarget, Target
 
 SCHEMA_VERSION = 1
 MANYLINUX_ARCHS = ("x86_64", "aarch64", "ppc64le", "s390x", "i686", "armv7l")
@@ -30,7 +31,7 @@ EnableDisable = Literal["enable", "disable"]
 # Every table of the schema: (required keys, optional keys). docs/rows-toml.md documents
 # each of them, and tests/unit/test_docs.py checks that the two never drift apart.
 SCHEMA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "top level": (("schema_version", "project", "matrix", "train"), ("exclude",)),
+    "top level": (("schema_version", "project", "matrix", "train"), ("exclude", "target")),
     "project": (("name", "path", "import_name", "check"), ("sdk",)),
     "matrix": (
         ("platforms", "pythons", "trains", "cpu_wheel", "manylinux"),
@@ -42,6 +43,8 @@ SCHEMA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "train.X.Y.cuda_packages": (("name", "libraries", "installs_to"), ("also_accepted",)),
     "exclude": (("reason",), ("python", "platform")),
+    "target.NAME": (("rehearsal",), ("local_server", "index")),
+    "target.NAME.index.VARIANT": (("upload_url", "simple_url"), ("max_wheel_mib",)),
 }
 RejectAllow = Literal["reject", "allow"]
 
@@ -90,6 +93,19 @@ class Exclusion:
 
 
 @dataclass(frozen=True)
+class PolicyTarget:
+    """Where a release may go. ``local_server``: wheelwright starts a local index (rehearsals)."""
+
+    name: str
+    rehearsal: bool
+    local_server: bool
+    indexes: Mapping[str, IndexTarget]  # variant -> index; empty for a local server
+
+    def to_target(self) -> Target:
+        return Target(self.name, self.rehearsal, dict(self.indexes))
+
+
+@dataclass(frozen=True)
 class Policy:
     path: str
     project: Project
@@ -100,6 +116,19 @@ class Policy:
     manylinux: str
     extra_variants: RejectAllow
     exclusions: tuple[Exclusion, ...]
+    targets: Mapping[str, PolicyTarget] = field(default_factory=dict)
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return (("cpu",) if self.cpu_wheel else ()) + tuple(t.variant for t in self.trains)
+
+    def target(self, name: str) -> PolicyTarget:
+        if name not in self.targets:
+            known = ", ".join(sorted(self.targets)) or "none"
+            close = difflib.get_close_matches(name, list(self.targets), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise InputError(f"{self.path}: no [target.{name}] (targets: {known}){hint}")
+        return self.targets[name]
 
     def train(self, version: str) -> Train:
         for t in self.trains:
@@ -288,7 +317,9 @@ def parse_policy(data: Mapping[str, Any], path: str = "rows.toml") -> Policy:
             )
         variants[t.variant] = t.version
 
+    targets = _targets(c, top.get("target", {}), tuple(["cpu"] if cpu_wheel else []) + tuple(variants))
     return Policy(
+        targets=targets,
         path=path,
         project=project,
         platforms=platforms,
@@ -299,6 +330,61 @@ def parse_policy(data: Mapping[str, Any], path: str = "rows.toml") -> Policy:
         extra_variants=extra_variants,
         exclusions=exclusions,
     )
+
+
+def _targets(c: _Checker, value: object, variants: tuple[str, ...]) -> dict[str, PolicyTarget]:
+    if not isinstance(value, dict):
+        raise c.fail("target", f"expected [target.<name>] tables, got {_kind(value)}")
+    out: dict[str, PolicyTarget] = {}
+    for name, raw in value.items():
+        where = _join("target", name)
+        t = c.table(raw, where, *SCHEMA["target.NAME"])
+        if not isinstance(t["rehearsal"], bool):
+            raise c.fail(f"{where}.rehearsal", f"expected true or false, got {_kind(t['rehearsal'])}")
+        local = t.get("local_server", False)
+        if not isinstance(local, bool):
+            raise c.fail(f"{where}.local_server", f"expected true or false, got {_kind(local)}")
+        if local and not t["rehearsal"]:
+            raise c.fail(
+                f"{where}.local_server", "a local index server is for rehearsals only; set rehearsal = true"
+            )
+        index_raw = t.get("index", {})
+        if not isinstance(index_raw, dict):
+            raise c.fail(f"{where}.index", f"expected a table of variant = {{...}}, got {_kind(index_raw)}")
+        if local and index_raw:
+            raise c.fail(
+                f"{where}.index",
+                "a local_server target gets its URLs from the server it starts; remove index",
+            )
+        indexes: dict[str, IndexTarget] = {}
+        for variant, entry in index_raw.items():
+            iw = _join(f"{where}.index", variant)
+            if variant not in variants:
+                close = difflib.get_close_matches(variant, variants, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else f"; variants are: {', '.join(variants)}"
+                raise c.fail(iw, f"unknown variant {variant!r}{hint}")
+            e = c.table(entry, iw, *SCHEMA["target.NAME.index.VARIANT"])
+            upload = c.string(e["upload_url"], f"{iw}.upload_url")
+            simple = c.string(e["simple_url"], f"{iw}.simple_url")
+            for key, url in (("upload_url", upload), ("simple_url", simple)):
+                if "@" in url.split("://", 1)[-1].split("/", 1)[0]:
+                    raise c.fail(
+                        f"{iw}.{key}", "credentials never go in rows.toml; set them in the environment"
+                    )
+            limit = e.get("max_wheel_mib")
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+                raise c.fail(f"{iw}.max_wheel_mib", f"expected a positive integer, got {limit!r}")
+            indexes[variant] = IndexTarget(variant, upload, simple, limit)
+        if not local:
+            missing = [v for v in variants if v not in indexes]
+            if missing:
+                raise c.fail(
+                    f"{where}.index",
+                    f"no index for variant(s) {', '.join(missing)}; every variant needs "
+                    f"[{where}.index.<variant>] with upload_url and simple_url",
+                )
+        out[name] = PolicyTarget(name, t["rehearsal"], local, indexes)
+    return out
 
 
 def _excluded(kind: str, value: str, exclusions: tuple[Exclusion, ...]) -> Exclusion | None:

@@ -54,6 +54,16 @@ CASES: dict[str, tuple[str, str]] = {
         'trains = ["12.6", "13.0", "13.2"]\n# The plain CPU wheel for the default index: "enable" or "disable".\ncpu_wheel = "enable"',
         'trains = []\ncpu_wheel = "disable"',
     ),
+    "target_credentials": (
+        'index.cu126 = { upload_url = "https://wheels',
+        'index.cu126 = { upload_url = "https://me:secret@wheels',
+    ),
+    "target_missing_variant": ("index.cu132 = { upload_url", "# index.cu132 = { upload_url"),
+    "target_unknown_variant": ("index.cu132 = { upload_url", "index.cu133 = { upload_url"),
+    "target_local_not_rehearsal": (
+        "rehearsal = true\n# wheelwright starts",
+        "rehearsal = false\n# wheelwright starts",
+    ),
     "platform_excluded": (
         'platforms = ["x86_64", "aarch64"]',
         'platforms = ["x86_64", "aarch64", "jetpack"]',

@@ -48,6 +48,16 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "empty_matrix_no_trains": ("matrix.trains", ("the matrix is empty",)),
     "platform_excluded": ("matrix.platforms[2]", ("'jetpack' is excluded", "stopped shipping device code")),
     "not_toml": ("", ("not valid TOML", f"line {_line_of(BAD / 'not_toml.toml', 'cpu_wheel = enable')}")),
+    "target_credentials": (
+        "target.production.index.cu126.upload_url",
+        ("credentials never go in rows.toml",),
+    ),
+    "target_missing_variant": ("target.production.index", ("no index for variant(s) cu132",)),
+    "target_unknown_variant": (
+        "target.production.index.cu133",
+        ("unknown variant 'cu133'", "did you mean 'cu132'?"),
+    ),
+    "target_local_not_rehearsal": ("target.rehearsal.local_server", ("rehearsals only",)),
     "schema_version": ("schema_version", ("2 is not supported",)),
     "unpinned_toolchain": ('train."13.0".pypi_toolchain[0]', ("must be pinned to one exact version",)),
 }
