@@ -54,9 +54,12 @@ def _release(session: nox.Session, *args: str) -> None:
     session.run(PY, "-m", "release", *args, "--policy", POLICY, external=True)
 
 
+COMMAND = {"build": "build", "audit": "audit", "smoke": "smoke", "upload": "publish"}
+
+
 def _row_session(step: str, row: Row) -> None:
     def run(session: nox.Session) -> None:
-        _release(session, step, row.id, *session.posargs)
+        _release(session, COMMAND[step], row.id, *session.posargs)
 
     run.__doc__ = STEPS[step].format(row=row.id)
     nox.session(

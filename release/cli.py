@@ -174,6 +174,21 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_publish(args: argparse.Namespace) -> int:
+    from release.publishing import publish_rows
+
+    policy, rows = _rows_from_args(args)
+    reports = publish_rows(
+        policy, rows, target_name=args.target, dist=Path(args.dist), check_only=args.check_only
+    )
+    for report in reports:
+        print(
+            f"published {report.variant} to {report.index}: {len(report.uploaded)} uploaded, "
+            f"{len(report.skipped)} already there, {len(report.verified)} verified"
+        )
+    return 0
+
+
 def _not_yet(step: str, issue: str) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
         raise NotImplementedYet(f"'{step}' is not implemented yet ({issue}); nothing was done")
@@ -218,10 +233,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_smoke)
 
+    p = sub.add_parser(
+        "publish",
+        help="upload audited wheels to a target's per-variant indexes",
+        description="Upload the selected rows' wheels from dist/ to the target's indexes. Only wheels whose "
+        "audit record matches their sha256 and the current policy are uploaded; everything is checked "
+        "(every variant, the index's current contents) before the first upload. A non-rehearsal target "
+        "takes only the whole release, audited and smoke-tested. Files already on the index with the same "
+        "sha256 are skipped, so an interrupted publish completes when run again.",
+    )
+    _add_selection(p)
+    p.add_argument(
+        "--target", default="rehearsal", help="a [target.NAME] of the policy (default: %(default)s)"
+    )
+    p.add_argument("--dist", default="dist", help="where built wheels are (default: %(default)s)")
+    p.add_argument("--check-only", action="store_true", help="run every guard, upload nothing")
+    p.set_defaults(func=cmd_publish)
+
     for step, issue in (
         ("build", "the build issue"),
         ("audit", "the audit issue"),
-        ("publish", "the publish issue"),
         ("release", "the release issue"),
     ):
         p = sub.add_parser(step, help=f"{step} (not implemented yet)")
