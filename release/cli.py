@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform as _platform
 import sys
 from collections.abc import Callable, Sequence
@@ -140,8 +141,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
+    from release.build import find_python
     from release.dist import row_matches_wheel, the_wheel
-    from release.pythons import find_python
     from release.smoke import smoke_wheel, write_record
 
     policy, rows = _rows_from_args(args)
@@ -161,7 +162,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
             row,
             policy.project,
             wheel,
-            find_python(row.python),
+            find_python(row.python, env=os.environ).path,
             index_url=args.index_url,
             extra_index_urls=args.extra_index_url,
         )
@@ -186,6 +187,85 @@ def cmd_publish(args: argparse.Namespace) -> int:
             f"published {report.variant} to {report.index}: {len(report.uploaded)} uploaded, "
             f"{len(report.skipped)} already there, {len(report.verified)} verified"
         )
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from release.build import build_row, default_cache_dir
+
+    policy, rows = _rows_from_args(args)
+    built = 0
+    for row in rows:
+        records = build_row(
+            row,
+            policy_path=policy.path,
+            dist_dir=Path(args.dist),
+            cache_dir=default_cache_dir(os.environ),
+            backend=args.backend,
+            dry_run=args.dry_run,
+        )
+        for record in records:
+            print(f"built {row.id}: {record.wheel}")
+            built += 1
+    if not args.dry_run:
+        print(f"{built} wheel(s) built; records beside them (<wheel>.build.json)")
+    return 0
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from release.pipeline import git_dirty, left_out_lines, render_summary, run_release
+    from release.publishing import publish_rows
+
+    policy, rows = _rows_from_args(args)
+    target = args.target or ("rehearsal" if args.rehearsal else None)
+    if target is None:
+        raise InputError(
+            "name the target: --target production (whole release) or --rehearsal (a local index)"
+        )
+    if args.publish_only:
+        published = publish_rows(
+            policy,
+            rows,
+            target_name=target,
+            dist=Path(args.dist),
+            check_only=args.check_only,
+            skip_variants=args.skip_variant,
+        )
+        for p in published:
+            print(f"published {p.variant}: {len(p.uploaded)} uploaded, {len(p.skipped)} already there")
+        return 0
+    dirty = git_dirty(Path(policy.path).resolve().parent)
+    if dirty and not args.allow_dirty:
+        shown = ", ".join(dirty[:5]) + (" ..." if len(dirty) > 5 else "")
+        raise InputError(
+            f"the working tree has uncommitted changes ({shown}); a release is built from committed "
+            "sources only. Commit or stash them (or pass --allow-dirty for a local experiment)."
+        )
+    from release.build import default_cache_dir
+
+    reports, install = run_release(
+        policy,
+        rows,
+        rehearsal=args.rehearsal,
+        target_name=target,
+        dist=Path(args.dist),
+        cache_dir=default_cache_dir(os.environ),
+        host=host_platform(),
+        backend=args.backend,
+        publish=not args.no_publish,
+    )
+    print(render_summary(reports))
+    out = left_out_lines(reports)
+    if out:
+        print(f"\n{len(out)} row(s) not built on this machine:")
+        print("\n".join(out))
+    failed = [r for r in reports if r.failed]
+    if failed:
+        print(f"\nFAILED: {len(failed)} row(s) failed; nothing was published.")
+        return 1
+    if install:
+        print("\nPublished. Try it:")
+        print("\n".join(f"  {line}" for line in install))
     return 0
 
 
@@ -250,11 +330,72 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check-only", action="store_true", help="run every guard, upload nothing")
     p.set_defaults(func=cmd_publish)
 
-    for step, issue in (
-        ("build", "the build issue"),
-        ("audit", "the audit issue"),
-        ("release", "the release issue"),
-    ):
+    p = sub.add_parser(
+        "release",
+        help="build, audit, smoke-test and publish every selected row, all or nothing",
+        description="Build every selected row, audit each wheel against its row, smoke-test it in a fresh "
+        "venv, and publish only if every row passed every step. With --rehearsal: the rows this machine "
+        "can build (others are listed with the reason), published to a local index started under "
+        ".wheelwright/index. Refuses to start on a dirty working tree.",
+    )
+    _add_selection(p)
+    p.add_argument(
+        "--rehearsal",
+        action="store_true",
+        help="release what this machine can build to the local rehearsal index",
+    )
+    p.add_argument("--target", help="a [target.NAME] (default with --rehearsal: rehearsal)")
+    p.add_argument("--dist", default="dist", help="where wheels go (default: %(default)s)")
+    p.add_argument(
+        "--backend",
+        choices=("auto", "host", "container"),
+        default="auto",
+        help="build backend (default: %(default)s)",
+    )
+    p.add_argument(
+        "--allow-dirty", action="store_true", help="build from a working tree with uncommitted changes"
+    )
+    p.add_argument("--no-publish", action="store_true", help="stop after the smoke step")
+    p.add_argument(
+        "--publish-only", action="store_true", help="publish already built, audited, smoke-tested wheels"
+    )
+    p.add_argument(
+        "--check-only", action="store_true", help="with --publish-only: run every guard, upload nothing"
+    )
+    p.add_argument(
+        "--skip-variant",
+        action="append",
+        default=[],
+        metavar="VARIANT",
+        help="with --publish-only: check but do not upload this variant",
+    )
+    p.set_defaults(func=cmd_release)
+
+    p = sub.add_parser(
+        "build",
+        help="build the selected rows' wheels into dist/<variant>/",
+        description="Build each selected row exactly as its row says: the row's Python, a CUDA toolchain of "
+        "the row's exact version, TORCH_CUDA_ARCH_LIST and CMAKE_CUDA_ARCHITECTURES from the row, then "
+        "auditwheel repair excluding every CUDA library. --backend container runs cibuildwheel in the row's "
+        "manylinux CUDA image (CI); host builds here with the same environment and repair. A failed build "
+        "leaves nothing in dist/.",
+    )
+    _add_selection(p)
+    p.add_argument("--dist", default="dist", help="where wheels go (default: %(default)s)")
+    p.add_argument(
+        "--backend",
+        choices=("auto", "host", "container"),
+        default="auto",
+        help="auto: a container engine if one works, else the host (default: %(default)s)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the build plan (environment, commands) and build nothing",
+    )
+    p.set_defaults(func=cmd_build)
+
+    for step, issue in (("audit", "the audit issue"),):
         p = sub.add_parser(step, help=f"{step} (not implemented yet)")
         _add_selection(p)
         p.set_defaults(func=_not_yet(step, issue))

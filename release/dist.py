@@ -45,7 +45,9 @@ def the_wheel(dist_dir: Path, row: Row, step: str) -> Path:
         )
     if len(found) > 1:
         names = ", ".join(p.name for p in found)
-        raise InputError(f"{len(found)} wheels for {row.id} in {dist_dir / row.variant} ({names}); remove the stale ones")
+        raise InputError(
+            f"{len(found)} wheels for {row.id} in {dist_dir / row.variant} ({names}); remove the stale ones"
+        )
     return found[0]
 
 

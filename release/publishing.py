@@ -92,8 +92,13 @@ def publish_rows(
     dist: Path,
     env: Mapping[str, str] | None = None,
     check_only: bool = False,
+    skip_variants: Sequence[str] = (),
 ) -> list[PublishReport]:
-    """All guards first (completeness, audit records, index state for every variant), then uploads."""
+    """All guards first (completeness, audit records, index state for every variant), then uploads.
+
+    ``skip_variants`` are checked like the others but uploaded by someone else (CI uploads the CPU
+    wheel to the default index with trusted publishing).
+    """
     env = dict(os.environ if env is None else env)
     pt = policy.target(target_name)
     psha = policy_sha256(policy)
@@ -151,6 +156,7 @@ def publish_rows(
             env=dest.env,
         )
         for variant, paths in sorted(wheels.items())
+        if variant not in skip_variants
     ]
     return [execute_publish(p) for p in prepared]
 

@@ -1,0 +1,215 @@
+"""``python -m release release``: plan -> build -> audit -> smoke -> publish, all or nothing.
+
+Every row runs every step it can; a row that fails any step stops the publish (nothing is
+uploaded) but the other rows still run, so one report shows every problem. A rehearsal
+releases the rows this machine can build (host CPU arch; trains with a toolchain here) to
+a local index it starts, and says for every other row why it was left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from release.errors import CheckFailed, InputError, ToolError, WheelwrightError
+from release.matrix import Row
+from release.policy import Policy
+from release.proc import run
+
+STEPS = ("build", "audit", "smoke", "publish")
+
+
+@dataclasses.dataclass
+class RowReport:
+    row: Row
+    wheel: Path | None = None
+    status: dict[str, str] = dataclasses.field(default_factory=dict)  # step -> ok | FAIL: ... | skipped: ...
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return any(v.startswith("FAIL") for v in self.status.values())
+
+    @property
+    def left_out(self) -> bool:
+        return self.status.get("build", "").startswith("not here")
+
+
+def git_dirty(repo: Path) -> list[str]:
+    """Changed or untracked files (ignored ones are fine: dist/, .venv/, .wheelwright/)."""
+    result = run(["git", "status", "--porcelain"], cwd=repo, check=False)
+    if result.returncode != 0:
+        raise ToolError(f"cannot read the git status of {repo}: {result.stderr.strip()}")
+    return [line[3:] for line in result.stdout.splitlines() if line.strip()]
+
+
+def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path) -> str | None:
+    """None when this machine can build the row, else the reason it cannot (said, not hidden)."""
+    from release.toolchain import resolve_toolchain
+
+    if row.platform != host:
+        return f"not here: this machine is {host}; {row.platform} rows build on {row.platform} runners"
+    if not row.is_cuda:
+        return None
+    try:
+        resolve_toolchain(row, env=env, cache_dir=cache_dir, install=False)
+    except ToolError as exc:
+        return f"not here: {exc}"
+    return None
+
+
+def _say(message: str) -> None:
+    print(f"==> {message}", file=sys.stderr, flush=True)
+
+
+def _guard(report: RowReport, step: str, action: Callable[[], str]) -> bool:
+    try:
+        report.status[step] = action()
+        return True
+    except WheelwrightError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        report.status[step] = f"FAIL: {first}"
+        _say(f"[{report.row.id}] {step} FAILED: {exc}")
+        return False
+
+
+def run_release(
+    policy: Policy,
+    rows: Sequence[Row],
+    *,
+    rehearsal: bool,
+    target_name: str,
+    dist: Path,
+    cache_dir: Path,
+    host: str,
+    backend: Literal["auto", "host", "container"] = "auto",
+    env: Mapping[str, str] | None = None,
+    publish: bool = True,
+) -> tuple[list[RowReport], list[str]]:
+    """Run every step for every row; publish only when every row passed every step.
+
+    Returns the per-row reports and the install lines printed for the published variants.
+    """
+    from release.audit.model import Expectation
+    from release.audit.record import write_record as write_audit
+    from release.audit.run import audit_wheel
+    from release.build import build_row, find_python
+    from release.publishing import policy_sha256, publish_rows
+    from release.smoke import smoke_wheel
+    from release.smoke import write_record as write_smoke
+
+    env = dict(os.environ if env is None else env)
+    psha = policy_sha256(policy)
+    reports = [RowReport(r) for r in rows]
+    todo: list[RowReport] = []
+    for rep in reports:
+        reason = buildable_here(rep.row, host, env, cache_dir) if rehearsal else None
+        if reason:
+            rep.status = {s: "-" for s in STEPS}
+            rep.status["build"] = reason
+        else:
+            todo.append(rep)
+    if not todo:
+        raise CheckFailed("no row of the selection can be built here; nothing to release")
+    _say(f"release: {len(todo)} row(s) to build, audit and smoke-test; {len(reports) - len(todo)} left out")
+
+    for n, rep in enumerate(todo, 1):
+        row = rep.row
+        start = time.monotonic()
+        _say(f"[{n}/{len(todo)}] {row.id}")
+
+        def build(row: Row = row, rep: RowReport = rep) -> str:
+            records = build_row(
+                row, policy_path=policy.path, dist_dir=dist, cache_dir=cache_dir, backend=backend, env=env
+            )
+            rep.wheel = records[0].wheel
+            return "ok"
+
+        def audit(row: Row = row, rep: RowReport = rep) -> str:
+            assert rep.wheel is not None
+            exp = dataclasses.replace(Expectation.from_row(row), policy_sha256=psha)
+            result = audit_wheel(rep.wheel, exp, cache_dir=cache_dir)
+            write_audit(result)
+            if not result.passed:
+                raise CheckFailed("; ".join(f.message for f in result.failures[:3]))
+            return "ok"
+
+        def smoke(row: Row = row, rep: RowReport = rep) -> str:
+            assert rep.wheel is not None
+            python = find_python(row.python, env=env).path
+            outcome = smoke_wheel(row, policy.project, rep.wheel, python)
+            write_smoke(rep.wheel, row, outcome)
+            if not outcome.passed:
+                raise CheckFailed(next(line for line in outcome.lines if line.startswith("✗")))
+            return "ok (no GPU: run skipped)" if not outcome.executed and row.is_cuda else "ok"
+
+        for step, action in (("build", build), ("audit", audit), ("smoke", smoke)):
+            if not _guard(rep, step, action):
+                for later in STEPS[STEPS.index(step) + 1 :]:
+                    rep.status.setdefault(later, "-")
+                break
+        rep.seconds = time.monotonic() - start
+
+    failed = [r for r in todo if r.failed]
+    install: list[str] = []
+    if failed:
+        for rep in todo:
+            rep.status["publish"] = "not published"
+        _say(f"{len(failed)} row(s) failed: nothing was published")
+        return reports, install
+    if not publish:
+        for rep in todo:
+            rep.status["publish"] = "skipped (--no-publish)"
+        return reports, install
+    built_rows = [r.row for r in todo]
+    published = publish_rows(policy, built_rows, target_name=target_name, dist=dist, env=env)
+    by_variant = {p.variant: p for p in published}
+    for rep in todo:
+        p = by_variant.get(rep.row.variant)
+        name = rep.wheel.name if rep.wheel else ""
+        rep.status["publish"] = (
+            "uploaded"
+            if p and name in p.uploaded
+            else "already there"
+            if p and name in p.skipped
+            else "FAIL: not on the index"
+        )
+    from release.publishing import install_line
+
+    for variant, p in sorted(by_variant.items()):
+        install.append(f"{variant}: " + install_line(policy.project.name, p.index, cuda=variant != "cpu"))
+    return reports, install
+
+
+def render_summary(reports: Sequence[RowReport]) -> str:
+    header = ["row", "wheel", "size", *STEPS, "time"]
+    lines = []
+    for rep in reports:
+        size = f"{rep.wheel.stat().st_size / 1024:.0f} KiB" if rep.wheel and rep.wheel.exists() else "-"
+        lines.append(
+            [
+                rep.row.id,
+                rep.wheel.name if rep.wheel else "-",
+                size,
+                *(rep.status.get(s, "-") for s in STEPS),
+                f"{rep.seconds:.1f} s" if rep.seconds else "-",
+            ]
+        )
+    clip = 60
+    cells = [[c if len(c) <= clip else c[: clip - 3] + "..." for c in line] for line in [header, *lines]]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
+    out = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in cells]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def left_out_lines(reports: Sequence[RowReport]) -> list[str]:
+    return [f"  {r.row.id}: {r.status['build'][len('not here: ') :]}" for r in reports if r.left_out]
+
+
+__all__ = ["InputError", "RowReport", "git_dirty", "render_summary", "run_release"]

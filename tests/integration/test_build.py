@@ -1,0 +1,502 @@
+"""Real builds of the embedded example (examples/tinyaxpy) with the host backend.
+
+Each built wheel is opened and held to its row: the exact device code in the kernels
+library (read from its .nv_fatbin), Requires-Dist, RUNPATH/RPATH, no CUDA library
+grafted in, the version label and tags, and the build record beside it.
+
+Build venvs and PyPI toolchains live in the shared wheelwright cache
+(``$WHEELWRIGHT_CACHE`` or ``~/.cache/wheelwright``), so they are made once per
+machine; every test compiles its kernels into a fresh kernel cache of its own.
+
+The container backend cannot run here (no engine). Its tests either check the real
+"no engine" failure, or use a fake ``docker`` script to reach the plan; the names of
+those say "fake".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import email.parser
+import hashlib
+import json
+import os
+import stat
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from release.archs import Arch
+from release.build import build_row, default_cache_dir, detect_engine
+from release.elf import read_elf
+from release.errors import StepFailed, ToolError
+from release.fatbin import all_entries, has_device_code
+from release.matrix import Row, expand
+from release.policy import load_policy
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = ROOT / "rows.toml"
+ROWS = {r.id: r for r in expand(load_policy(POLICY))}
+CACHE = default_cache_dir(os.environ)
+
+SASS_X86_13 = {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"}
+PTX_X86_13 = {"compute_120"}
+KERNELS = "tinyaxpy/lib/libtinyaxpy_kernels.so"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "WHEELWRIGHT_KEEP_TMP")}
+    env.update(extra)
+    return env
+
+
+def _host_has_nvcc_13_0() -> bool:
+    from release.toolchain import resolve_toolchain
+
+    try:
+        tc = resolve_toolchain(ROWS["cu130-py312-x86_64"], env=_env(), cache_dir=CACHE, install=False)
+    except ToolError:
+        return False
+    return tc is not None and tc.source == "host"
+
+
+needs_host_nvcc = pytest.mark.skipif(not _host_has_nvcc_13_0(), reason="needs a host nvcc 13.0")
+
+
+@dataclasses.dataclass
+class WheelFacts:
+    names: list[str]
+    requires: list[str]
+    version: str
+    device_code: dict[str, set[str]]  # library -> entry names
+    entry_counts: dict[str, int]
+    needed: dict[str, tuple[str, ...]]
+    runpath: dict[str, tuple[str, ...]]
+    rpath: dict[str, tuple[str, ...]]
+
+
+def inspect_wheel(wheel: Path, into: Path) -> WheelFacts:
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        zf.extractall(into)
+    meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    meta = email.parser.Parser().parsestr((into / meta_name).read_text(encoding="utf-8"))
+    facts = WheelFacts(names, meta.get_all("Requires-Dist") or [], str(meta["Version"]), {}, {}, {}, {}, {})
+    for name in names:
+        if ".so" not in Path(name).name:
+            continue
+        path = into / name
+        info = read_elf(path)
+        facts.needed[name], facts.runpath[name], facts.rpath[name] = info.needed, info.runpath, info.rpath
+        if has_device_code(path):
+            entries = all_entries(path)
+            facts.device_code[name] = {e.name for e in entries}
+            facts.entry_counts[name] = len(entries)
+    return facts
+
+
+def _binding(facts: WheelFacts) -> str:
+    return next(n for n in facts.names if n.startswith("tinyaxpy/_tinyaxpy.") and n.endswith(".so"))
+
+
+def check_cuda_wheel(facts: WheelFacts, *, train: str) -> None:
+    assert facts.version == f"0.3.0+cu{train.replace('.', '')}"
+    assert facts.requires == [f"nvidia-cuda-runtime=={train}.*"]
+    # exactly the row's device code, in the one library that carries it, once each
+    assert set(facts.device_code) == {KERNELS}
+    assert facts.device_code[KERNELS] == SASS_X86_13 | PTX_X86_13
+    assert facts.entry_counts[KERNELS] == len(SASS_X86_13 | PTX_X86_13)
+    assert "libcudart.so.13" in facts.needed[KERNELS]
+    assert facts.runpath[KERNELS] == ("$ORIGIN/../../nvidia/cu13/lib",)
+    assert facts.rpath[KERNELS] == ()
+    binding = _binding(facts)
+    assert facts.runpath[binding] == ("$ORIGIN/lib",) and facts.rpath[binding] == ()
+    assert "libtinyaxpy_kernels.so" in facts.needed[binding]
+    # nothing grafted by repair: no .libs folder, no CUDA library in the wheel
+    assert not any(".libs/" in n for n in facts.names), facts.names
+    assert not any(Path(n).name.startswith(("libcudart", "libcuda.")) for n in facts.names)
+
+
+def check_record(record: Path, wheel: Path, row: Row) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(record.read_text(encoding="utf-8"))
+    assert data["version"] == 1 and data["row"] == row.id and data["wheel"] == wheel.name
+    assert data["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert data["backend"] == "host"
+    assert data["python"].startswith(row.python + ".")
+    assert data["policy_sha256"] == hashlib.sha256(POLICY.read_bytes()).hexdigest()
+    assert data["torch_cuda_arch_list"] == (row.torch_cuda_arch_list or None)
+    assert data["cmake_cuda_architectures"] == (row.cmake_cuda_architectures or None)
+    assert data["built_at"].endswith("Z")
+    return data
+
+
+def dist_files(dist: Path) -> list[Path]:
+    return sorted(p for p in dist.rglob("*") if p.is_file()) if dist.exists() else []
+
+
+# --------------------------------------------------------------------------- builds
+
+
+@needs_host_nvcc
+def test_cu130_with_host_nvcc_then_py313_reuses_the_kernels(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    dist, kernels = tmp_path / "dist", tmp_path / "kernels"
+    row = ROWS["cu130-py312-x86_64"]
+    (rec,) = build_row(
+        row,
+        policy_path=POLICY,
+        dist_dir=dist,
+        cache_dir=CACHE,
+        backend="host",
+        env=_env(),
+        kernel_cache=kernels,
+    )
+    err = capfd.readouterr().err
+    assert "==> [cu130-py312-x86_64] compiling..." in err
+    assert "kernel cache miss" in err
+    assert rec.wheel == dist / "cu130" / "tinyaxpy-0.3.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert rec.record == rec.wheel.with_name(rec.wheel.name + ".build.json")
+    data = check_record(rec.record, rec.wheel, row)
+    assert data["toolchain"]["source"] == "host"
+    assert data["toolchain"]["version"] == "13.0"
+    facts = inspect_wheel(rec.wheel, tmp_path / "x312")
+    check_cuda_wheel(facts, train="13.0")
+
+    # the next Python of the train compiles no device code
+    row13 = ROWS["cu130-py313-x86_64"]
+    (rec13,) = build_row(
+        row13,
+        policy_path=POLICY,
+        dist_dir=dist,
+        cache_dir=CACHE,
+        backend="host",
+        env=_env(),
+        kernel_cache=kernels,
+    )
+    assert "kernel cache hit" in capfd.readouterr().err
+    assert rec13.wheel.name == "tinyaxpy-0.3.0+cu130-cp313-cp313-manylinux_2_28_x86_64.whl"
+    facts13 = inspect_wheel(rec13.wheel, tmp_path / "x313")
+    check_cuda_wheel(facts13, train="13.0")
+    same = [(tmp_path / d / KERNELS).read_bytes() for d in ("x312", "x313")]
+    assert same[0] == same[1]
+    assert len(list(kernels.glob("*.so"))) == 1
+    assert sorted(p.name for p in dist_files(dist)) == sorted(
+        [rec.wheel.name, rec.record.name, rec13.wheel.name, rec13.record.name]
+    )
+
+    # rebuilding a row replaces its wheel and drops every record of the old one
+    audit = rec.wheel.with_name(rec.wheel.name + ".audit.json")
+    audit.write_text("{}")
+    older = dist / "cu130" / "tinyaxpy-0.2.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
+    older.write_bytes(b"old")
+    older.with_name(older.name + ".smoke.json").write_text("{}")
+    (again,) = build_row(
+        row,
+        policy_path=POLICY,
+        dist_dir=dist,
+        cache_dir=CACHE,
+        backend="host",
+        env=_env(),
+        kernel_cache=kernels,
+    )
+    assert again.wheel == rec.wheel
+    assert sorted(p.name for p in dist_files(dist)) == sorted(
+        [rec.wheel.name, rec.record.name, rec13.wheel.name, rec13.record.name]
+    )
+
+
+@pytest.mark.network
+def test_cu132_with_the_pinned_pypi_toolchain(tmp_path: Path) -> None:
+    """No 13.2 on this machine: the row's pins are installed once into the cache and used."""
+    dist = tmp_path / "dist"
+    row = ROWS["cu132-py312-x86_64"]
+    (rec,) = build_row(
+        row,
+        policy_path=POLICY,
+        dist_dir=dist,
+        cache_dir=CACHE,
+        backend="host",
+        env=_env(),
+        kernel_cache=tmp_path / "kernels",
+    )
+    assert rec.wheel.name == "tinyaxpy-0.3.0+cu132-cp312-cp312-manylinux_2_28_x86_64.whl"
+    data = check_record(rec.record, rec.wheel, row)
+    toolchain = data["toolchain"]
+    assert isinstance(toolchain, dict)
+    assert toolchain["source"] == "pypi" and toolchain["full_version"] == "13.2.86"
+    home = CACHE / "cuda-13.2.86" / "nvidia" / "cu13"
+    assert toolchain["nvcc"] == str(home / "bin" / "nvcc")
+    # the linker's libcudart.so exists in the cache only
+    assert (home / "lib" / "libcudart.so").is_symlink()
+    assert json.loads((CACHE / "cuda-13.2.86" / "wheelwright-toolchain.json").read_text())["pins"] == list(
+        row.pypi_toolchain
+    )
+    facts = inspect_wheel(rec.wheel, tmp_path / "x")
+    check_cuda_wheel(facts, train="13.2")
+    assert not any(Path(n).name == "libcudart.so" for n in facts.names)
+
+
+def test_cpu_row_gives_a_cpu_wheel_on_a_machine_with_nvcc(tmp_path: Path) -> None:
+    """The variant comes from the row: CUDA_HOME, an arch list and nvcc flags in the shell change nothing."""
+    from release.toolchain import probe_nvcc
+
+    env = _env(TORCH_CUDA_ARCH_LIST="8.0;9.0+PTX", NVCC_APPEND_FLAGS="-arch=sm_80", TINYAXPY_VARIANT="cu130")
+    nvcc = [Path(p) / "nvcc" for p in env["PATH"].split(os.pathsep) if (Path(p) / "nvcc").is_file()]
+    if nvcc:
+        probe = probe_nvcc(nvcc[0], env)
+        if probe.cuda_home is not None:
+            env["CUDA_HOME"] = str(probe.cuda_home)
+    dist = tmp_path / "dist"
+    row = ROWS["cpu-py312-x86_64"]
+    (rec,) = build_row(
+        row,
+        policy_path=POLICY,
+        dist_dir=dist,
+        cache_dir=CACHE,
+        backend="host",
+        env=env,
+        kernel_cache=tmp_path / "k",
+    )
+    assert rec.wheel == dist / "cpu" / "tinyaxpy-0.3.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    data = check_record(rec.record, rec.wheel, row)
+    assert data["toolchain"] is None and data["torch_cuda_arch_list"] is None
+    facts = inspect_wheel(rec.wheel, tmp_path / "x")
+    assert facts.version == "0.3.0" and facts.requires == []
+    assert facts.device_code == {}
+    for name, needed in facts.needed.items():
+        assert not any(n.startswith(("libcudart", "libcuda.")) for n in needed), name
+        assert not any("nvidia" in p or "cuda" in p for p in facts.runpath[name] + facts.rpath[name]), name
+    info = (tmp_path / "x" / "tinyaxpy" / "_build_info.py").read_text()
+    assert "'variant': 'cpu'" in info
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def test_cu126_without_a_toolkit_fails_naming_what_it_needs(tmp_path: Path) -> None:
+    """build-cu126-py312 fails with a clear message naming what it needs, and leaves nothing."""
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    with pytest.raises(ToolError) as info:
+        build_row(
+            ROWS["cu126-py312-x86_64"],
+            policy_path=POLICY,
+            dist_dir=dist,
+            cache_dir=CACHE,
+            backend="host",
+            env=_env(TMPDIR=str(tmp)),
+        )
+    text = str(info.value)
+    assert "row cu126-py312-x86_64 needs a CUDA 12.6 toolchain" in text
+    assert "CUDA_HOME is not set" in text
+    assert "there is no nvcc on PyPI for CUDA 12" in text
+    assert "install the CUDA 12.6 toolkit and set CUDA_HOME to it" in text
+    assert "pytorch/manylinux2_28-builder:cuda12.6" in text
+    assert info.value.return_code == 3
+    assert dist_files(dist) == [] and list(tmp.iterdir()) == []
+
+
+@needs_host_nvcc
+@pytest.mark.parametrize("keep", [False, True], ids=["cleaned", "kept"])
+def test_a_failed_compile_leaves_nothing_in_dist(tmp_path: Path, keep: bool) -> None:
+    """nvcc 13 has no sm_50: the compile fails, dist/ stays empty, the log is kept."""
+    row = dataclasses.replace(ROWS["cu130-py312-x86_64"], gpu_archs=(Arch(5, 0, "", True),))
+    dist, tmp = tmp_path / "dist", tmp_path / "tmp"
+    tmp.mkdir()
+    env = _env(TMPDIR=str(tmp), **({"WHEELWRIGHT_KEEP_TMP": "1"} if keep else {}))
+    with pytest.raises(StepFailed) as info:
+        build_row(
+            row,
+            policy_path=POLICY,
+            dist_dir=dist,
+            cache_dir=CACHE,
+            backend="host",
+            env=env,
+            kernel_cache=tmp_path / "k",
+        )
+    text = str(info.value)
+    assert "row cu130-py312-x86_64: compiling failed" in text
+    assert "compute_50" in text
+    log = CACHE / "logs" / "cu130-py312-x86_64.log"
+    assert f"full log: {log}" in text and log.is_file()
+    assert dist_files(dist) == []
+    kept = list(tmp.iterdir())
+    if keep:
+        assert len(kept) == 1 and (kept[0] / "build.log").is_file()
+    else:
+        assert kept == []
+
+
+def test_a_wheel_of_another_variant_is_refused(tmp_path: Path) -> None:
+    """If the project ignored the variant it was given, the wheel never reaches dist/."""
+    from release.build import check_wheel_name
+
+    row = ROWS["cpu-py312-x86_64"]
+    with pytest.raises(StepFailed, match=r"has \+cu130, the row needs no local label"):
+        check_wheel_name(row, "tinyaxpy-0.3.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", "tinyaxpy")
+    with pytest.raises(StepFailed, match="expected exactly"):
+        check_wheel_name(row, "tinyaxpy-0.3.0-cp312-cp312-linux_x86_64.whl", "tinyaxpy")
+    check_wheel_name(row, "tinyaxpy-0.3.0-cp312-cp312-manylinux_2_28_x86_64.whl", "tinyaxpy")
+
+
+# --------------------------------------------------------------------------- container backend
+
+
+def test_container_backend_with_no_engine_says_so(tmp_path: Path) -> None:
+    if detect_engine(os.environ).engine is not None:
+        pytest.skip("a container engine works here")
+    dist = tmp_path / "dist"
+    with pytest.raises(ToolError) as info:
+        build_row(
+            ROWS["cu130-py312-x86_64"],
+            policy_path=POLICY,
+            dist_dir=dist,
+            cache_dir=CACHE,
+            backend="container",
+            env=_env(),
+        )
+    text = str(info.value)
+    assert text.startswith("no container engine works here (") and text.endswith("; use --backend host")
+    assert "docker" in text and "podman" in text
+    assert dist_files(dist) == []
+
+
+def _fake_engines(folder: Path, *, works: bool) -> Path:
+    folder.mkdir()
+    for engine in ("docker", "podman"):
+        script = folder / engine
+        if works and engine == "docker":
+            script.write_text('#!/bin/sh\n[ "$1" = info ] && { echo "fake engine"; exit 0; }\nexit 99\n')
+        else:
+            script.write_text(
+                "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///fake.sock. "
+                "Is the docker daemon running?' >&2\nexit 1\n"
+            )
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return folder
+
+
+def test_fake_docker_without_engine_auto_falls_back_to_host(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    fake = _fake_engines(tmp_path / "bin", works=False)
+    env = _env(PATH=f"{fake}{os.pathsep}{os.environ['PATH']}")
+    dist, cache = tmp_path / "dist", tmp_path / "cache"
+    records = build_row(
+        ROWS["cpu-py312-x86_64"],
+        policy_path=POLICY,
+        dist_dir=dist,
+        cache_dir=cache,
+        backend="auto",
+        dry_run=True,
+        env=env,
+    )
+    out, err = capfd.readouterr()
+    assert records == []
+    line = (
+        "no container engine works here (docker info: exit 1: Cannot connect to the Docker daemon at "
+        "unix:///fake.sock. Is the docker daemon running?; podman info: exit 1: Cannot connect"
+    )
+    assert line in err
+    assert "building on the host" in err
+    assert "backend: host" in out and "TINYAXPY_VARIANT=cpu" in out
+    assert not dist.exists() and not cache.exists()  # a dry run makes nothing
+
+
+def test_fake_engine_container_dry_run_prints_the_cibuildwheel_plan(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    fake = _fake_engines(tmp_path / "bin", works=True)
+    env = _env(PATH=f"{fake}{os.pathsep}{os.environ['PATH']}")
+    records = build_row(
+        ROWS["cu126-py312-x86_64"],
+        policy_path=POLICY,
+        dist_dir=tmp_path / "dist",
+        cache_dir=tmp_path / "cache",
+        backend="auto",
+        dry_run=True,
+        env=env,
+    )
+    out = capfd.readouterr().out
+    assert records == []
+    assert "backend: container" in out
+    assert "CIBW_BUILD=cp312-manylinux_x86_64" in out
+    assert "CIBW_CONTAINER_ENGINE=docker" in out
+    assert "CIBW_MANYLINUX_X86_64_IMAGE=pytorch/manylinux2_28-builder:cuda12.6" in out
+    assert "-m cibuildwheel --platform linux --output-dir" in out
+    assert not (tmp_path / "dist").exists()
+
+
+def test_dry_run_of_a_pypi_row_installs_nothing(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    cache = tmp_path / "cache"
+    build_row(
+        ROWS["cu132-py312-x86_64"],
+        policy_path=POLICY,
+        dist_dir=tmp_path / "dist",
+        cache_dir=cache,
+        backend="host",
+        dry_run=True,
+        env=_env(),
+    )
+    out = capfd.readouterr().out
+    assert "install nvidia-cuda-nvcc==13.2.86" in out
+    assert "CUDA 13.2.86 from pinned PyPI wheels" in out
+    assert "create the build venv" in out
+    assert not cache.exists() and not (tmp_path / "dist").exists()
+
+
+# --------------------------------------------------------------------------- pythons
+
+
+def test_find_python_skips_a_wrong_python_and_says_what_it_tried(tmp_path: Path) -> None:
+    """A fake python3.12 that is really 3.11 is skipped; a missing version names every place looked."""
+    from release.build import find_python
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    script = fake / "python3.12"
+    script.write_text(
+        '#!/bin/sh\necho \'{"impl": "cpython", "version": "3.11.9", "exe": "/x", "gil_disabled": false}\'\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    env = _env(PATH=f"{fake}{os.pathsep}{os.environ['PATH']}")
+    try:
+        found = find_python("3.12", env=env)
+    except ToolError as exc:
+        assert f"{script}: is Python 3.11.9" in str(exc)
+    else:
+        assert found.version.startswith("3.12.") and found.path != script
+    with pytest.raises(ToolError) as info:
+        find_python("3.9", env={"PATH": str(fake), "HOME": str(tmp_path)})
+    assert str(info.value) == (
+        "CPython 3.9 is needed to build this row and was not found (no python3.9 on PATH; no pyenv); "
+        "install it (e.g. `pyenv install 3.9`) or put the folder holding python3.9 on PATH"
+    )
+
+
+@needs_host_nvcc
+def test_plan_row_is_the_dry_run_as_a_value(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    from release.build import plan_row
+
+    row = ROWS["cu130-py312-x86_64"]
+    kwargs: dict[str, Any] = {
+        "policy_path": POLICY,
+        "dist_dir": tmp_path / "dist",
+        "cache_dir": tmp_path / "cache",
+        "backend": "host",
+        "env": _env(),
+    }
+    plan = plan_row(row, **kwargs)
+    data = json.loads(json.dumps(plan.to_json()))
+    assert data["version"] == 1 and data["backend"] == "host" and data["row"] == row.id
+    assert data["env"]["set"]["TORCH_CUDA_ARCH_LIST"] == "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
+    assert [c["what"] for c in data["commands"]] == ["compiling", "repairing"]
+    assert build_row(row, dry_run=True, **kwargs) == []
+    assert capfd.readouterr().out.strip() == plan.render()
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "dist").exists()
