@@ -333,3 +333,43 @@ def write_record(wheel: Path, row: Row, outcome: Outcome) -> Path:
 
 
 __all__ = ["Outcome", "evaluate", "install_args", "smoke_wheel", "write_record"]
+
+
+def resolved_wheel(
+    python: Path,
+    requirement: str,
+    *,
+    index_url: str,
+    extra_index_urls: Sequence[str] = (),
+    workdir: Path | None = None,
+) -> str:
+    """The wheel file name pip picks for ``requirement`` with these indexes, as a user's pip would."""
+    tmp = Path(tempfile.mkdtemp(prefix="ww-resolve-", dir=workdir))
+    try:
+        args = [
+            str(python), "-m", "pip", "download", "--no-deps",
+            "--only-binary=:all:", "--isolated", "--no-input", "--quiet", "-d", str(tmp / "got"),
+            "--index-url", index_url,
+        ]  # fmt: skip
+        for url in extra_index_urls:
+            args += ["--extra-index-url", url]
+        run([*args, requirement], env=pip_env(), check=True)
+        got = sorted(p.name for p in (tmp / "got").glob("*.whl"))
+        if len(got) != 1:
+            raise StepFailed(f"pip downloaded {got} for {requirement}; expected one wheel")
+        return got[0]
+    finally:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_resolution(row: Row, chosen: str) -> str | None:
+    """None when pip's choice is this row's wheel; else what a user would wrongly get. Pure."""
+    from release.dist import row_matches_wheel
+
+    if row_matches_wheel(row, chosen):
+        return None
+    if "+" not in chosen.split("-")[1]:
+        return f"pip picked the CPU wheel {chosen} instead of the {row.variant} wheel"
+    return f"pip picked {chosen}, not the {row.variant} wheel for {row.python_tag}"
