@@ -745,6 +745,19 @@ def build_row(
         return [_build_host(s, _plan(s, work), work, patchelf)]
 
 
+def source_date_epoch(project_dir: Path, env: Mapping[str, str]) -> str | None:
+    """SOURCE_DATE_EPOCH for reproducible wheels: the caller's, else the last commit's time.
+
+    The same commit then builds byte-identical wheels, so a rebuilt wheel matches what an
+    index already holds instead of conflicting with it.
+    """
+    if env.get("SOURCE_DATE_EPOCH"):
+        return env["SOURCE_DATE_EPOCH"]
+    result = proc.run(["git", "log", "-1", "--format=%ct"], cwd=project_dir, check=False)
+    text = result.stdout.strip()
+    return text if result.returncode == 0 and text.isdigit() else None
+
+
 def _build_host(s: _Setup, plan: BuildPlan, work: Path, patchelf: Path) -> BuildRecord:
     row, base, toolchain, python = s.row, s.base, s.toolchain, s.python
     assert python is not None
@@ -758,7 +771,12 @@ def _build_host(s: _Setup, plan: BuildPlan, work: Path, patchelf: Path) -> Build
         ),
         **NO_PIP_CONFIG,
     }
+    epoch = source_date_epoch(s.project_dir, base)
+    if epoch:
+        build_env["SOURCE_DATE_EPOCH"] = epoch
     tools_env = {**base, **NO_PIP_CONFIG, "PATH": os.pathsep.join([str(patchelf), base.get("PATH", "")])}
+    if epoch:
+        tools_env["SOURCE_DATE_EPOCH"] = epoch
     envs = {"build": build_env, "tools": tools_env}
     log = work / "build.log"
     wheel_name = ""

@@ -223,7 +223,7 @@ def cmd_release(args: argparse.Namespace) -> int:
             "name the target: --target production (whole release) or --rehearsal (a local index)"
         )
     if args.publish_only:
-        published = publish_rows(
+        done = publish_rows(
             policy,
             rows,
             target_name=target,
@@ -231,7 +231,7 @@ def cmd_release(args: argparse.Namespace) -> int:
             check_only=args.check_only,
             skip_variants=args.skip_variant,
         )
-        for p in published:
+        for p in done:
             print(f"published {p.variant}: {len(p.uploaded)} uploaded, {len(p.skipped)} already there")
         return 0
     dirty = git_dirty(Path(policy.path).resolve().parent)
@@ -243,7 +243,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         )
     from release.build import default_cache_dir
 
-    reports, install = run_release(
+    reports, install, published = run_release(
         policy,
         rows,
         rehearsal=args.rehearsal,
@@ -260,12 +260,17 @@ def cmd_release(args: argparse.Namespace) -> int:
         print(f"\n{len(out)} row(s) not built on this machine:")
         print("\n".join(out))
     failed = [r for r in reports if r.failed]
-    if failed:
-        print(f"\nFAILED: {len(failed)} row(s) failed; nothing was published.")
-        return 1
     if install:
-        print("\nPublished. Try it:")
+        print(
+            "\nPublished to the target's indexes. Try it (pip picks the CUDA wheel with either index order):"
+        )
         print("\n".join(f"  {line}" for line in install))
+    if failed:
+        what = "the published release does not install as it should" if published else "nothing was published"
+        print(f"\nFAILED: {len(failed)} row(s) failed; {what}.")
+        return 1
+    if not published:
+        print("\nNothing was published (--no-publish).")
     return 0
 
 

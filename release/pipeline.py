@@ -35,9 +35,11 @@ class RowReport:
     def failed(self) -> bool:
         return any(v.startswith("FAIL") for v in self.status.values())
 
+    reason: str | None = None  # why this machine cannot build the row
+
     @property
     def left_out(self) -> bool:
-        return self.status.get("build", "").startswith("not here")
+        return self.reason is not None
 
 
 def git_dirty(repo: Path) -> list[str]:
@@ -53,13 +55,13 @@ def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path)
     from release.toolchain import resolve_toolchain
 
     if row.platform != host:
-        return f"not here: this machine is {host}; {row.platform} rows build on {row.platform} runners"
+        return f"this machine is {host}; {row.platform} rows build on {row.platform} runners"
     if not row.is_cuda:
         return None
     try:
         resolve_toolchain(row, env=env, cache_dir=cache_dir, install=False)
     except ToolError as exc:
-        return f"not here: {exc}"
+        return str(exc)
     return None
 
 
@@ -90,10 +92,11 @@ def run_release(
     backend: Literal["auto", "host", "container"] = "auto",
     env: Mapping[str, str] | None = None,
     publish: bool = True,
-) -> tuple[list[RowReport], list[str]]:
+) -> tuple[list[RowReport], list[str], bool]:
     """Run every step for every row; publish only when every row passed every step.
 
-    Returns the per-row reports and the install lines printed for the published variants.
+    Returns the per-row reports, the install lines for the published variants, and whether
+    anything was published.
     """
     from release.audit.model import Expectation
     from release.audit.record import write_record as write_audit
@@ -111,7 +114,8 @@ def run_release(
         reason = buildable_here(rep.row, host, env, cache_dir) if rehearsal else None
         if reason:
             rep.status = {s: "-" for s in STEPS}
-            rep.status["build"] = reason
+            rep.status["build"] = "not built here"
+            rep.reason = reason
         else:
             todo.append(rep)
     if not todo:
@@ -161,13 +165,21 @@ def run_release(
         for rep in todo:
             rep.status["publish"] = "not published"
         _say(f"{len(failed)} row(s) failed: nothing was published")
-        return reports, install
+        return reports, install, False
     if not publish:
         for rep in todo:
             rep.status["publish"] = "skipped (--no-publish)"
-        return reports, install
+        return reports, install, False
     built_rows = [r.row for r in todo]
-    published = publish_rows(policy, built_rows, target_name=target_name, dist=dist, env=env)
+    try:
+        published = publish_rows(
+            policy, built_rows, target_name=target_name, dist=dist, env=env, fresh_local_index=rehearsal
+        )
+    except WheelwrightError as exc:
+        for rep in todo:
+            rep.status["publish"] = f"FAIL: {str(exc).splitlines()[0]}"
+        _say(f"publish FAILED: {exc}")
+        return reports, install, False
     by_variant = {p.variant: p for p in published}
     for rep in todo:
         p = by_variant.get(rep.row.variant)
@@ -180,10 +192,27 @@ def run_release(
             else "FAIL: not on the index"
         )
     from release.publishing import install_line
+    from release.smoke import check_resolution, resolved_wheel
 
+    default = by_variant.get("cpu")
     for variant, p in sorted(by_variant.items()):
         install.append(f"{variant}: " + install_line(policy.project.name, p.index, cuda=variant != "cpu"))
-    return reports, install
+        if variant == "cpu" or default is None:
+            continue
+        # What would a user get? The CUDA index plus the default index, in both orders.
+        rep = max((r for r in todo if r.row.variant == variant), key=lambda r: r.row.python_tag)
+        python = find_python(rep.row.python, env=env).path
+        for index_url, extra in ((p.index, default.index), (default.index, p.index)):
+            chosen = resolved_wheel(
+                python, policy.project.name, index_url=index_url, extra_index_urls=[extra]
+            )
+            problem = check_resolution(rep.row, chosen)
+            if problem:
+                rep.status["publish"] = f"FAIL: {problem}"
+                install.append(f"   ✗ --index-url {index_url} --extra-index-url {extra}: {problem}")
+            else:
+                install.append(f"   ✓ --index-url {index_url} --extra-index-url {extra}: pip picks {chosen}")
+    return reports, install, True
 
 
 def render_summary(reports: Sequence[RowReport]) -> str:
@@ -209,7 +238,16 @@ def render_summary(reports: Sequence[RowReport]) -> str:
 
 
 def left_out_lines(reports: Sequence[RowReport]) -> list[str]:
-    return [f"  {r.row.id}: {r.status['build'][len('not here: ') :]}" for r in reports if r.left_out]
+    """One entry per distinct reason, naming every row it applies to."""
+    groups: dict[str, list[RowReport]] = {}
+    for r in reports:
+        if r.reason is not None:
+            groups.setdefault(r.reason.replace(r.row.id, "{row}"), []).append(r)
+    lines: list[str] = []
+    for members in groups.values():
+        lines.append(f"  {', '.join(m.row.id for m in members)}:")
+        lines += [f"      {line}" for line in (members[0].reason or "").splitlines()]
+    return lines
 
 
 __all__ = ["InputError", "RowReport", "git_dirty", "render_summary", "run_release"]

@@ -44,8 +44,21 @@ def policy_sha256(policy: Policy) -> str:
     return hashlib.sha256(Path(policy.path).read_bytes()).hexdigest()
 
 
-def ensure_local_index(variants: Sequence[str], root: Path = LOCAL_INDEX_DIR) -> LocalIndex:
-    """Attach to the rehearsal index under ``root``, or start one that outlives this process."""
+def ensure_local_index(
+    variants: Sequence[str], root: Path = LOCAL_INDEX_DIR, *, fresh: bool = False
+) -> LocalIndex:
+    """Attach to the rehearsal index under ``root``, or start one that outlives this process.
+
+    ``fresh``: stop it and empty it first (each ``release --rehearsal`` publishes to a clean index,
+    so rehearsing again after a change never meets the last rehearsal's files).
+    """
+    if fresh:
+        from release.servers import stop
+
+        stop(root)
+        import shutil
+
+        shutil.rmtree(root / "packages", ignore_errors=True)
     try:
         index = attach(root)
         if set(variants) <= set(index.variants):
@@ -62,11 +75,13 @@ def ensure_local_index(variants: Sequence[str], root: Path = LOCAL_INDEX_DIR) ->
     return start_detached(list(variants), root)
 
 
-def destination(policy: Policy, target_name: str, env: Mapping[str, str]) -> Destination:
+def destination(
+    policy: Policy, target_name: str, env: Mapping[str, str], *, fresh: bool = False
+) -> Destination:
     pt = policy.target(target_name)
     if not pt.local_server:
         return Destination(pt.to_target(), dict(env), None)
-    local = ensure_local_index(policy.variants)
+    local = ensure_local_index(policy.variants, fresh=fresh)
     creds = dict(env)
     for variant in policy.variants:
         creds.update(local.credentials_env(variant))
@@ -93,6 +108,7 @@ def publish_rows(
     env: Mapping[str, str] | None = None,
     check_only: bool = False,
     skip_variants: Sequence[str] = (),
+    fresh_local_index: bool = False,
 ) -> list[PublishReport]:
     """All guards first (completeness, audit records, index state for every variant), then uploads.
 
@@ -145,7 +161,7 @@ def publish_rows(
     if check_only:
         print(f"ok: {len(rows)} row(s) ready for target {pt.name!r}; nothing uploaded (--check-only)")
         return []
-    dest = destination(policy, target_name, env)
+    dest = destination(policy, target_name, env, fresh=fresh_local_index)
     prepared = [
         prepare_publish(
             paths,
