@@ -274,6 +274,18 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_channels(args: argparse.Namespace) -> int:
+    from release.channels import check_rows
+
+    policy, rows = _rows_from_args(args)
+    findings = check_rows(policy, rows)
+    if not policy.dependencies:
+        print(f"{policy.path} routes no dependency to a channel ([[dependency]]); nothing to check")
+    for f in findings:
+        print(f"✓ {f}")
+    return 0
+
+
 def _not_yet(step: str, issue: str) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
         raise NotImplementedYet(f"'{step}' is not implemented yet ({issue}); nothing was done")
@@ -375,6 +387,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --publish-only: check but do not upload this variant",
     )
     p.set_defaults(func=cmd_release)
+
+    p = sub.add_parser(
+        "channels",
+        help="check that every [[dependency]] channel publishes for the selected rows",
+        description="Ask each dependency's channel (simple index) which wheels it publishes, and fail "
+        "naming every dependency a row would take from a channel with nothing for its arch.",
+    )
+    _add_selection(p)
+    p.set_defaults(func=cmd_channels)
 
     p = sub.add_parser(
         "build",

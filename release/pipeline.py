@@ -121,6 +121,11 @@ def run_release(
     if not todo:
         raise CheckFailed("no row of the selection can be built here; nothing to release")
     _say(f"release: {len(todo)} row(s) to build, audit and smoke-test; {len(reports) - len(todo)} left out")
+    if policy.dependencies:
+        from release.channels import check_rows
+
+        _say("checking dependency channels before building")
+        check_rows(policy, [r.row for r in todo])  # CheckFailed names the dependency and the arch
 
     for n, rep in enumerate(todo, 1):
         row = rep.row

@@ -31,7 +31,7 @@ EnableDisable = Literal["enable", "disable"]
 # Every table of the schema: (required keys, optional keys). docs/rows-toml.md documents
 # each of them, and tests/unit/test_docs.py checks that the two never drift apart.
 SCHEMA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "top level": (("schema_version", "project", "matrix", "train"), ("exclude", "target")),
+    "top level": (("schema_version", "project", "matrix", "train"), ("exclude", "target", "dependency")),
     "project": (("name", "path", "import_name", "check"), ("sdk",)),
     "matrix": (
         ("platforms", "pythons", "trains", "cpu_wheel", "manylinux"),
@@ -43,6 +43,7 @@ SCHEMA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "train.X.Y.cuda_packages": (("name", "libraries", "installs_to"), ("also_accepted",)),
     "exclude": (("reason",), ("python", "platform")),
+    "dependency": (("package", "index"), ("platforms", "variants")),
     "target.NAME": (("rehearsal",), ("local_server", "index")),
     "target.NAME.index.VARIANT": (("upload_url", "simple_url"), ("max_wheel_mib",)),
 }
@@ -93,6 +94,16 @@ class Exclusion:
 
 
 @dataclass(frozen=True)
+class Dependency:
+    """A runtime dependency routed to a channel: checked against that index before any build."""
+
+    package: str
+    index: str  # simple index URL, or "pypi"
+    platforms: tuple[str, ...]  # empty: every platform
+    variants: tuple[str, ...]  # empty: every CUDA variant
+
+
+@dataclass(frozen=True)
 class PolicyTarget:
     """Where a release may go. ``local_server``: wheelwright starts a local index (rehearsals)."""
 
@@ -117,6 +128,7 @@ class Policy:
     extra_variants: RejectAllow
     exclusions: tuple[Exclusion, ...]
     targets: Mapping[str, PolicyTarget] = field(default_factory=dict)
+    dependencies: tuple[Dependency, ...] = ()
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -318,7 +330,9 @@ def parse_policy(data: Mapping[str, Any], path: str = "rows.toml") -> Policy:
         variants[t.variant] = t.version
 
     targets = _targets(c, top.get("target", {}), tuple(["cpu"] if cpu_wheel else []) + tuple(variants))
+    dependencies = _dependencies(c, top.get("dependency", []), platforms, tuple(variants))
     return Policy(
+        dependencies=dependencies,
         targets=targets,
         path=path,
         project=project,
@@ -330,6 +344,36 @@ def parse_policy(data: Mapping[str, Any], path: str = "rows.toml") -> Policy:
         extra_variants=extra_variants,
         exclusions=exclusions,
     )
+
+
+def _dependencies(
+    c: _Checker, value: object, platforms: tuple[str, ...], variants: tuple[str, ...]
+) -> tuple[Dependency, ...]:
+    if not isinstance(value, list):
+        raise c.fail("dependency", f"expected [[dependency]] entries, got {_kind(value)}")
+    out: list[Dependency] = []
+    for i, item in enumerate(value):
+        where = f"dependency[{i}]"
+        t = c.table(item, where, *SCHEMA["dependency"])
+        package = c.string(t["package"], f"{where}.package")
+        index = c.string(t["index"], f"{where}.index")
+        if "://" not in index and index != "pypi":
+            raise c.fail(f"{where}.index", f"{index!r} is neither a simple index URL nor 'pypi'")
+        plats = c.strings(t.get("platforms", []), f"{where}.platforms", nonempty=False)
+        for j, plat in enumerate(plats):
+            if plat not in platforms:
+                raise c.fail(
+                    f"{where}.platforms[{j}]", f"{plat!r} is not in matrix.platforms ({', '.join(platforms)})"
+                )
+        vars_ = c.strings(t.get("variants", []), f"{where}.variants", nonempty=False)
+        for j, v in enumerate(vars_):
+            if v not in variants:
+                raise c.fail(
+                    f"{where}.variants[{j}]",
+                    f"{v!r} is not a CUDA variant of this policy ({', '.join(variants)})",
+                )
+        out.append(Dependency(package, index, plats, vars_))
+    return tuple(out)
 
 
 def _targets(c: _Checker, value: object, variants: tuple[str, ...]) -> dict[str, PolicyTarget]:
