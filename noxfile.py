@@ -1,6 +1,6 @@
-# /// script
-# dependencies = ["nox==2026.10.20"]
-# ///
+# Run with .venv/bin/nox (./scripts/bootstrap.sh makes it): the sessions call `python -m release`
+# with the interpreter running nox, which must have wheelwright and its pinned tools installed,
+# so a PEP 723 header (uvx nox, pipx run) could not describe what it needs.
 """wheelwright sessions, generated from rows.toml. Thin: every session calls `python -m release`.
 
 `nox -l` lists them. Row sessions are for this machine's CPU arch; set

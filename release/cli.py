@@ -9,9 +9,9 @@ import platform as _platform
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from release.errors import InputError, NotImplementedYet, WheelwrightError
+from release.errors import InputError, NotImplementedYet, SelectionError, WheelwrightError
 from release.matrix import (
     Offered,
     Row,
@@ -55,6 +55,8 @@ def resolve_rows(
     if offered is not None and not pr:
         check_offered(rows, offered)
     if pr:
+        if patterns:
+            raise SelectionError("--pr chooses its one row by preference; drop the row globs")
         return (pick_pr_row(rows, platform or host_platform(), offered),)
     return select(policy, rows, patterns=tuple(patterns), platform=platform)
 
@@ -133,7 +135,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     _, rows = _rows_from_args(args)
     text = json.dumps(github_matrix(rows), sort_keys=True)
     if args.output:
-        Path(args.output).write_text(text + "\n", encoding="utf-8")
+        try:
+            Path(args.output).write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"--output {args.output}: cannot write: {exc.strerror}") from None
         print(f"wrote the matrix of {len(rows)} rows to {args.output}", file=sys.stderr)
     else:
         print(text)
@@ -180,7 +185,11 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
     policy, rows = _rows_from_args(args)
     reports = publish_rows(
-        policy, rows, target_name=args.target, dist=Path(args.dist), check_only=args.check_only
+        policy,
+        rows,
+        target_name=args.target,
+        dist=Path(args.dist),
+        mode="check" if args.check_only else "publish",
     )
     for report in reports:
         print(
@@ -223,19 +232,23 @@ def cmd_release(args: argparse.Namespace) -> int:
             "name the target: --target production (whole release) or --rehearsal (a local index)"
         )
     if args.publish_only:
+        if args.no_publish or args.backend != "auto" or args.allow_dirty:
+            raise InputError("--publish-only builds nothing: drop --no-publish, --backend and --allow-dirty")
+        mode: Literal["publish", "check", "verify"] = (
+            "verify" if args.verify_only else "check" if args.check_only else "publish"
+        )
         done = publish_rows(
-            policy,
-            rows,
-            target_name=target,
-            dist=Path(args.dist),
-            check_only=args.check_only,
-            skip_variants=args.skip_variant,
+            policy, rows, target_name=target, dist=Path(args.dist), mode=mode, skip_variants=args.skip_variant
         )
         for p in done:
             print(f"published {p.variant}: {len(p.uploaded)} uploaded, {len(p.skipped)} already there")
         return 0
-    dirty = git_dirty(Path(policy.path).resolve().parent)
-    if dirty and not args.allow_dirty:
+    if args.check_only or args.verify_only or args.skip_variant:
+        raise InputError("--check-only, --verify-only and --skip-variant only apply with --publish-only")
+    if args.rehearsal and args.target and not policy.target(args.target).rehearsal:
+        raise InputError(f"--rehearsal publishes only to a rehearsal target; {args.target!r} is not one")
+    dirty = [] if args.allow_dirty else git_dirty(Path(policy.path).resolve().parent)
+    if dirty:
         shown = ", ".join(dirty[:5]) + (" ..." if len(dirty) > 5 else "")
         raise InputError(
             f"the working tree has uncommitted changes ({shown}); a release is built from committed "
@@ -282,7 +295,7 @@ def cmd_channels(args: argparse.Namespace) -> int:
     if not policy.dependencies:
         print(f"{policy.path} routes no dependency to a channel ([[dependency]]); nothing to check")
     for f in findings:
-        print(f"✓ {f}")
+        print(f"✓ {f.package} for {f.platform}: {len(f.usable)} usable file(s) on {f.index_url}")
     return 0
 
 

@@ -273,12 +273,20 @@ def pick_pr_row(rows: tuple[Row, ...], platform: str, offered: Offered | None = 
 def github_matrix(rows: Iterable[Row]) -> dict[str, Any]:
     """The GitHub Actions ``strategy.matrix`` for build jobs: one include per row."""
     runners = {"x86_64": "ubuntu-24.04", "aarch64": "ubuntu-24.04-arm"}
+    rows = list(rows)
+    for r in rows:
+        if r.platform not in runners:
+            raise SelectionError(
+                f"no GitHub-hosted runner is known for {r.platform} (row {r.id}); the build jobs run natively "
+                f"on {', '.join(sorted(runners))}"
+            )
     return {
         "include": [
             {
                 "id": r.id,
                 "session": f"build-{r.session_suffix}",
                 "suffix": r.session_suffix,
+                "python": r.python,
                 "platform": r.platform,
                 "runner": runners.get(r.platform, "ubuntu-24.04"),
                 "variant": r.variant,

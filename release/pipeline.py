@@ -30,12 +30,11 @@ class RowReport:
     wheel: Path | None = None
     status: dict[str, str] = dataclasses.field(default_factory=dict)  # step -> ok | FAIL: ... | skipped: ...
     seconds: float = 0.0
+    reason: str | None = None  # why this machine cannot build the row
 
     @property
     def failed(self) -> bool:
         return any(v.startswith("FAIL") for v in self.status.values())
-
-    reason: str | None = None  # why this machine cannot build the row
 
     @property
     def left_out(self) -> bool:
@@ -56,10 +55,12 @@ def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path)
 
     if row.platform != host:
         return f"this machine is {host}; {row.platform} rows build on {row.platform} runners"
-    if not row.is_cuda:
-        return None
+    from release.build import find_python
+
     try:
-        resolve_toolchain(row, env=env, cache_dir=cache_dir, install=False)
+        find_python(row.python, env=env)
+        if row.is_cuda:
+            resolve_toolchain(row, env=env, cache_dir=cache_dir, install=False)
     except ToolError as exc:
         return str(exc)
     return None
@@ -77,6 +78,10 @@ def _guard(report: RowReport, step: str, action: Callable[[], str]) -> bool:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         report.status[step] = f"FAIL: {first}"
         _say(f"[{report.row.id}] {step} FAILED: {exc}")
+        return False
+    except Exception as exc:  # a bug or an unexpected environment: fail the row, keep the report
+        report.status[step] = f"FAIL: internal error {type(exc).__name__}: {exc}"
+        _say(f"[{report.row.id}] {step} FAILED with an unexpected {type(exc).__name__}: {exc}")
         return False
 
 
@@ -179,7 +184,7 @@ def run_release(
     try:
         published = publish_rows(
             policy, built_rows, target_name=target_name, dist=dist, env=env, fresh_local_index=rehearsal
-        )
+        )  # on failure it names the variants already published and how to complete
     except WheelwrightError as exc:
         for rep in todo:
             rep.status["publish"] = f"FAIL: {str(exc).splitlines()[0]}"

@@ -611,9 +611,14 @@ def _package(c: _Checker, value: object, where: str) -> CudaPackage:
     t = c.table(value, where, *SCHEMA["train.X.Y.cuda_packages"])
     name = c.string(t["name"], f"{where}.name")
     try:
-        Requirement(name)
+        parsed = Requirement(name)
     except InvalidRequirement:
-        raise c.fail(f"{where}.name", f"{name!r} is not a distribution name") from None
+        parsed = None
+    if parsed is None or parsed.name != name or parsed.specifier or parsed.extras or parsed.marker:
+        raise c.fail(
+            f"{where}.name",
+            f"{name!r} is not a bare distribution name; pins come from the train, other forms go in also_accepted",
+        )
     also = c.strings(t.get("also_accepted", []), f"{where}.also_accepted", nonempty=False)
     for i, form in enumerate(also):
         try:

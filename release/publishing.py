@@ -14,9 +14,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from release.dist import read_record, wheels_for_row
-from release.errors import CheckFailed, InputError, StepFailed
+from release.errors import CheckFailed, InputError, StepFailed, WheelwrightError
 from release.matrix import Row, expand
 from release.policy import Policy
 from release.publish import (
@@ -99,6 +100,23 @@ def smoked_rows(rows: Sequence[Row], dist: Path) -> set[str]:
     return out
 
 
+Mode = Literal["publish", "check", "verify"]
+
+
+def executed_smoke_variants(rows: Sequence[Row], dist: Path) -> set[str]:
+    """CUDA variants with at least one smoke record that really ran on a GPU (bound to the wheel)."""
+    out: set[str] = set()
+    for row in rows:
+        if not row.is_cuda:
+            continue
+        for wheel in wheels_for_row(dist, row):
+            record = read_record(wheel, "smoke")
+            ran = record and record.get("passed") is True and record.get("executed") is True
+            if ran and record is not None and record.get("sha256") == sha256_file(wheel):
+                out.add(row.variant)
+    return out
+
+
 def publish_rows(
     policy: Policy,
     rows: Sequence[Row],
@@ -106,45 +124,50 @@ def publish_rows(
     target_name: str,
     dist: Path,
     env: Mapping[str, str] | None = None,
-    check_only: bool = False,
+    mode: Mode = "publish",
     skip_variants: Sequence[str] = (),
     fresh_local_index: bool = False,
 ) -> list[PublishReport]:
     """All guards first (completeness, audit records, index state for every variant), then uploads.
 
-    ``skip_variants`` are checked like the others but uploaded by someone else (CI uploads the CPU
-    wheel to the default index with trusted publishing).
+    ``mode``: ``check`` runs every guard and reads every index, uploading nothing; ``verify``
+    also requires that every audited file is already on its index (after another tool uploaded
+    part of the release). ``skip_variants`` are checked like the others but uploaded by someone
+    else (CI uploads the CPU wheel to the default index with trusted publishing).
     """
     env = dict(os.environ if env is None else env)
     pt = policy.target(target_name)
+    unknown = [v for v in skip_variants if v not in policy.variants]
+    if unknown:
+        raise InputError(
+            f"--skip-variant {', '.join(unknown)}: not a variant of {policy.path} ({', '.join(policy.variants)})"
+        )
     psha = policy_sha256(policy)
     all_rows = expand(policy)
-    wheels: dict[str, list[Path]] = {}
-    missing_wheels: list[str] = []
-    for row in rows:
-        found = wheels_for_row(dist, row)
-        if not found:
-            missing_wheels.append(row.id)
-        wheels.setdefault(row.variant, []).extend(found)
-    every_wheel = [w for r in all_rows for w in wheels_for_row(dist, r)]
-    audited = collect_audited_rows(every_wheel, policy_sha256=psha)
-    smoked = smoked_rows(all_rows, dist)
-    # A non-rehearsal target needs the whole matrix, whatever was selected.
-    placeholder = Target(pt.name, pt.rehearsal, dict(pt.indexes))
-    completeness = check_release_complete(
-        [r.id for r in all_rows], audited.keys(), smoked if not pt.rehearsal else None, placeholder
-    )
-    if not pt.rehearsal and len(rows) != len(all_rows):
+    if not pt.rehearsal and {r.id for r in rows} != {r.id for r in all_rows}:
         raise CheckFailed(
             f"target {pt.name!r} is not a rehearsal target: it only takes the whole release "
             f"({len(all_rows)} rows), not a selection of {len(rows)}"
         )
+    wheels: dict[str, list[Path]] = {}
+    missing_wheels: list[str] = []
+    for row in rows:
+        found = wheels_for_row(dist, row)
+        if len(found) > 1:
+            raise CheckFailed(
+                f"{len(found)} wheels for {row.id} in {dist / row.variant}; remove the stale ones"
+            )
+        if not found:
+            missing_wheels.append(row.id)
+        wheels.setdefault(row.variant, []).extend(found)
     if missing_wheels:
         raise CheckFailed(
             "nothing was published: no wheel in dist/ for "
             + ", ".join(missing_wheels)
             + "; build and audit them first"
         )
+    every_wheel = [w for r in all_rows for w in wheels_for_row(dist, r)]
+    audited = collect_audited_rows(every_wheel, policy_sha256=psha)
     not_audited = [r.id for r in rows if r.id not in audited]
     if not_audited:
         raise CheckFailed(
@@ -152,29 +175,65 @@ def publish_rows(
             + ", ".join(not_audited)
             + "; run the audit sessions first"
         )
-    if pt.rehearsal and completeness.missing_audit:
+    smoked = smoked_rows(all_rows, dist)
+    # A non-rehearsal target needs the whole matrix, audited and smoke-tested, whatever was selected.
+    placeholder = Target(pt.name, pt.rehearsal, dict(pt.indexes))
+    completeness = check_release_complete(
+        [r.id for r in all_rows], audited.keys(), smoked if not pt.rehearsal else None, placeholder
+    )
+    if not pt.rehearsal:
+        on_gpu = executed_smoke_variants(all_rows, dist)
+        cuda_variants = [t.variant for t in policy.trains]
+        never_ran = [v for v in cuda_variants if v not in on_gpu]
+        if never_ran:
+            raise CheckFailed(
+                "nothing was published: no wheel of "
+                + ", ".join(never_ran)
+                + " was smoke-tested on a GPU (every smoke record says execution was skipped); "
+                "run the GPU smoke job and bring its records into dist/"
+            )
+    elif completeness.missing_audit:
         print(
             f"note: rehearsal target {pt.name!r}: {len(completeness.missing_audit)} row(s) of the policy are not "
             "part of this publish (a partial release is allowed only on a rehearsal target)",
             file=sys.stderr,
         )
-    if check_only:
-        print(f"ok: {len(rows)} row(s) ready for target {pt.name!r}; nothing uploaded (--check-only)")
-        return []
-    dest = destination(policy, target_name, env, fresh=fresh_local_index)
+    dest = destination(policy, target_name, env, fresh=fresh_local_index and mode == "publish")
     prepared = [
         prepare_publish(
             paths,
             dest.target,
             variant=variant,
             policy_sha256=psha,
-            expected_files=[p.name for p in paths],
+            expected_files=[p.name for p in paths],  # exactly one wheel per selected row (checked above)
             env=dest.env,
         )
         for variant, paths in sorted(wheels.items())
-        if variant not in skip_variants
     ]
-    return [execute_publish(p) for p in prepared]
+    if mode != "publish":
+        missing = [f"{p.variant}: {w.filename}" for p in prepared for w in p.plan.to_upload]
+        if mode == "verify" and missing:
+            raise CheckFailed("not on the index yet: " + ", ".join(missing))
+        what = (
+            "every audited file is on its index"
+            if mode == "verify"
+            else f"{sum(len(p.plan.to_upload) for p in prepared)} file(s) to upload"
+        )
+        print(f"ok: {len(rows)} row(s) pass every guard for target {pt.name!r}; {what}; nothing uploaded")
+        return []
+    reports: list[PublishReport] = []
+    for p in prepared:
+        if p.variant in skip_variants:
+            continue
+        try:
+            reports.append(execute_publish(p))
+        except WheelwrightError as exc:
+            done = ", ".join(r.variant for r in reports) or "none"
+            raise StepFailed(
+                f"{exc}\nvariants already published completely: {done}. Run the same publish again to "
+                "complete it: files already on an index are skipped, nothing is uploaded twice."
+            ) from exc
+    return reports
 
 
 def install_line(project: str, simple_url: str, *, cuda: bool) -> str:
@@ -184,7 +243,7 @@ def install_line(project: str, simple_url: str, *, cuda: bool) -> str:
 
     default = resolve_simple_url("pypi")
     if not cuda:
-        return f"pip install {project} --index-url {simple_url} --extra-index-url {default}"
+        return f"pip install {project} --index-url {simple_url}"
     return f"pip install {project} --index-url {simple_url} --extra-index-url {default}"
 
 

@@ -184,15 +184,29 @@ def evaluate(row: Row, probe: Mapping[str, Any], cpp: Mapping[str, Any] | None =
             ok = False
             lines.append(f"✗ a C++ program outside the wheel could not use the SDK: {cpp['error']}")
         else:
-            cpp_rt = loaded_cuda_runtime(cpp.get("loaded", []))
+            loaded = [str(p) for p in cpp.get("loaded", [])]
+            wanted_libs = [f"lib{name}.so" for name in cpp.get("libraries", [])]
+            cpp_rt = loaded_cuda_runtime(loaded)
             bad = [
                 r
                 for r in cpp_rt
                 if not any(_within(r, os.path.join(site, p.installs_to)) for p in row.cuda_packages)
             ]
-            if bad:
+            not_loaded = [lib for lib in wanted_libs if not any(os.path.basename(p) == lib for p in loaded)]
+            if not wanted_libs:
+                ok = False
+                lines.append("✗ the SDK names no library to link; a C++ consumer check needs one")
+            elif not_loaded:
+                ok = False
+                lines.append(f"✗ the C++ consumer did not load the SDK's {', '.join(not_loaded)}")
+            elif bad:
                 ok = False
                 lines.append(f"✗ the C++ consumer loaded libcudart from {bad[0]}, not from the environment")
+            elif row.is_cuda and not cpp_rt:
+                ok = False
+                lines.append(
+                    "✗ the C++ consumer loaded no libcudart, but the CUDA SDK must reach the environment's runtime"
+                )
             else:
                 lines.append("✓ a C++ program outside the wheel compiled, linked and loaded the SDK")
     return Outcome(ok, executed, tuple(lines), libcudart, skipped, dict(probe))
@@ -266,8 +280,17 @@ def smoke_wheel(
             cwd=tmp,
             check=True,
         )
-        probe: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+        try:
+            probe: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+        except (IndexError, json.JSONDecodeError):
+            raise StepFailed(
+                f"the smoke probe printed no report (stdout {result.stdout[-300:]!r}, stderr {result.stderr[-300:]!r})"
+            ) from None
         sdk = probe.get("sdk")
+        if project.sdk and "sdk_error" not in probe and not isinstance(sdk, dict):
+            probe["sdk_error"] = (
+                f"{project.sdk} returned {type(sdk).__name__}, not a dict of include_dir/lib_dir/libraries"
+            )
         cpp = _cpp_consumer(sdk, tmp, clean) if isinstance(sdk, dict) else None
         return evaluate(row, probe, cpp)
     finally:
@@ -293,7 +316,7 @@ def _cpp_consumer(sdk: Mapping[str, Any], tmp: Path, env: Mapping[str, str]) -> 
             check=True,
         )  # fmt: skip
         out = run([str(exe)], env=env, check=True)
-        return {"loaded": out.stdout.split()}
+        return {"loaded": out.stdout.split(), "libraries": list(sdk.get("libraries", []))}
     except (StepFailed, KeyError) as exc:
         return {"error": str(exc)}
 
@@ -327,8 +350,11 @@ def write_record(wheel: Path, row: Row, outcome: Outcome) -> Path:
     }
     path = wheel.with_name(wheel.name + ".smoke.json")
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        raise StepFailed(f"cannot write the smoke record {path}: {exc.strerror}") from None
     return path
 
 

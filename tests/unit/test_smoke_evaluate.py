@@ -90,9 +90,17 @@ def test_gpu_result_must_match_reference(rows: dict[str, Row]) -> None:
 def test_cpp_consumer_runtime_checked(rows: dict[str, Row]) -> None:
     row = rows["cu130-py312-x86_64"]
     loaded = [f"{SITE}/nvidia/cu13/lib/libcudart.so.13"]
-    assert evaluate(row, probe(loaded=loaded), {"loaded": loaded}).passed
-    assert not evaluate(row, probe(loaded=loaded), {"loaded": ["/usr/lib/libcudart.so.13"]}).passed
+    sdk = [f"{SITE}/tinyaxpy/lib/libtinyaxpy_kernels.so"]
+    libs = ["tinyaxpy_kernels"]
+    assert evaluate(row, probe(loaded=loaded), {"loaded": [*sdk, *loaded], "libraries": libs}).passed
+    assert not evaluate(
+        row, probe(loaded=loaded), {"loaded": [*sdk, "/usr/lib/libcudart.so.13"], "libraries": libs}
+    ).passed
     assert not evaluate(row, probe(loaded=loaded), {"error": "link failed"}).passed
+    # checks that could pass without checking anything must fail instead
+    assert not evaluate(row, probe(loaded=loaded), {"loaded": loaded, "libraries": []}).passed
+    assert not evaluate(row, probe(loaded=loaded), {"loaded": loaded, "libraries": libs}).passed
+    assert not evaluate(row, probe(loaded=loaded), {"loaded": sdk, "libraries": libs}).passed
 
 
 def test_install_args_neutral_and_ordered() -> None:
