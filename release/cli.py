@@ -7,11 +7,11 @@ import json
 import os
 import platform as _platform
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from release.errors import InputError, NotImplementedYet, SelectionError, WheelwrightError
+from release.errors import InputError, SelectionError, WheelwrightError
 from release.matrix import (
     Offered,
     Row,
@@ -299,11 +299,24 @@ def cmd_channels(args: argparse.Namespace) -> int:
     return 0
 
 
-def _not_yet(step: str, issue: str) -> Callable[[argparse.Namespace], int]:
-    def handler(args: argparse.Namespace) -> int:
-        raise NotImplementedYet(f"'{step}' is not implemented yet ({issue}); nothing was done")
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Wheels given as files are audited as they are; a row id or glob (what the nox
+    sessions pass) means that row's wheel in --dist."""
+    from release.audit.cli import cmd_audit as audit_files
+    from release.dist import the_wheel
 
-    return handler
+    resolved: list[str] = []
+    policy: Policy | None = None
+    for item in args.wheels:
+        if item.endswith(".whl") or Path(item).exists():
+            resolved.append(item)
+            continue
+        policy = policy or load_policy(args.policy)
+        for row in select(policy, expand(policy), patterns=(item,)):
+            resolved.append(str(the_wheel(Path(args.dist), row, "audit")))
+    args.wheels = resolved
+    code: int = audit_files(args)
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -434,10 +447,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_build)
 
-    for step, issue in (("audit", "the audit issue"),):
-        p = sub.add_parser(step, help=f"{step} (not implemented yet)")
-        _add_selection(p)
-        p.set_defaults(func=_not_yet(step, issue))
+    from release.audit.cli import add_audit_parser
+
+    p = add_audit_parser(sub)
+    p.add_argument(
+        "--dist", default="dist", help="where row wheels are, for ROW arguments (default: %(default)s)"
+    )
+    p.set_defaults(func=cmd_audit)
     return parser
 
 

@@ -62,9 +62,3 @@ class StepFailed(WheelwrightError):
     """A step (build, upload, server start) ran and failed."""
 
     return_code = 4
-
-
-class NotImplementedYet(WheelwrightError):
-    """A session whose step is not built yet: it must fail, never pass silently."""
-
-    return_code = 4

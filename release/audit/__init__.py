@@ -1,0 +1,32 @@
+"""The audit: a wheel ships only if it matches the row it claims.
+
+``audit_wheel(path, expectation) -> AuditResult`` runs every check; see docs/audit.md.
+Imports are lazy: the child processes that run auditwheel's reads import only
+:mod:`release.audit.abi`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from release.audit.model import CHECKS, AuditResult, Expectation, Finding
+    from release.audit.run import audit_wheel, expectation_for_wheel
+
+__all__ = ["CHECKS", "AuditResult", "Expectation", "Finding", "audit_wheel", "expectation_for_wheel"]
+
+_WHERE = {
+    "CHECKS": "release.audit.model",
+    "AuditResult": "release.audit.model",
+    "Expectation": "release.audit.model",
+    "Finding": "release.audit.model",
+    "audit_wheel": "release.audit.run",
+    "expectation_for_wheel": "release.audit.run",
+}
+
+
+def __getattr__(name: str) -> Any:  # noqa: ANN401 - PEP 562 lazy attributes
+    if name not in _WHERE:
+        raise AttributeError(f"module 'release.audit' has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)

@@ -1,0 +1,149 @@
+"""``python -m release audit WHEEL... [--row ID | --variant VARIANT --gpu-archs LIST]``.
+
+Without ``--row`` or ``--variant`` each wheel is audited against the row its file name
+claims (local version label, Python tag, platform tag). Exit codes: 0 every wheel
+passed, 1 some wheel has failing findings, 2 bad input (unreadable wheel, unknown
+row, malformed arch list). A record ``<wheel>.audit.json`` is written beside each
+audited wheel unless ``--no-record``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import hashlib
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from release.archs import ArchSyntaxError, parse_arch_list
+from release.audit.model import Expectation
+from release.audit.record import write_record
+from release.audit.report import render_gpu_markdown, render_json, render_text
+from release.audit.run import audit_wheel, expectation_for_wheel
+from release.errors import InputError
+from release.matrix import Row, expand
+from release.policy import Policy, load_policy
+
+__all__ = ["add_audit_parser", "cmd_audit"]
+
+DEFAULT_POLICY = "rows.toml"
+
+
+def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN401 - argparse's private type
+    """Add the ``audit`` command to ``subparsers`` (from ``parser.add_subparsers()``)."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "audit",
+        help="audit wheels: a wheel ships only if it matches the row it claims",
+        description="Audit wheels against their rows: device code per library and per translation "
+        "unit, declared CUDA packages, RPATH/RUNPATH, RECORD, platform tag (auditwheel), C++ SDK. "
+        "Exit 0 all passed, 1 findings, 2 bad input.",
+    )
+    p.add_argument("wheels", nargs="+", metavar="WHEEL", help="wheel files to audit")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--row", metavar="ID", help="audit against this row (default: the row each file name claims)"
+    )
+    which.add_argument(
+        "--variant",
+        metavar="VARIANT",
+        help="audit against a variant (cpu, cu130, ...) instead of a row: for wheels not built from this policy",
+    )
+    p.add_argument(
+        "--gpu-archs",
+        metavar="LIST",
+        help='with --variant: the architectures the wheel claims, e.g. "7.5;8.0;12.0+PTX" '
+        "(a CUDA variant without a list fails: there is nothing to hold its device code to)",
+    )
+    p.add_argument("--policy", default=DEFAULT_POLICY, help="policy file (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help='versioned JSON ({"version": 1, ...}) on stdout')
+    p.add_argument("--gpu-markdown", action="store_true", help="print the GPU support tables as markdown")
+    p.add_argument(
+        "--cross-check",
+        action="store_true",
+        help="also list each library's device code with cuobjdump and compare (slow on big libraries)",
+    )
+    p.add_argument(
+        "--no-record", action="store_true", help="do not write <wheel>.audit.json beside the wheel"
+    )
+    p.set_defaults(func=cmd_audit)
+    return p
+
+
+def _policy(path: str, *, required: bool) -> tuple[Policy | None, str | None]:
+    if not required and path == DEFAULT_POLICY and not Path(path).is_file():
+        return None, None
+    policy = load_policy(path)
+    try:
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError as exc:  # pragma: no cover - load_policy just read it
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    return policy, digest
+
+
+def _row(rows: tuple[Row, ...], row_id: str, policy: Policy) -> Row:
+    for row in rows:
+        if row.id == row_id:
+            return row
+    close = difflib.get_close_matches(row_id, [r.id for r in rows], n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else "; `python -m release plan` lists the row ids"
+    raise InputError(f"{policy.path} has no row {row_id!r}{hint}")
+
+
+def _fixed_expectation(args: argparse.Namespace) -> tuple[Expectation | None, Policy | None, str | None]:
+    if args.gpu_archs is not None and args.variant is None:
+        raise InputError("--gpu-archs goes with --variant (a row brings its own arch list)")
+    if args.variant is not None:
+        policy, digest = _policy(args.policy, required=args.variant != "cpu")
+        try:
+            archs = parse_arch_list(args.gpu_archs) if args.gpu_archs is not None else ()
+        except ArchSyntaxError as exc:
+            raise InputError(f"--gpu-archs: {exc}") from None
+        try:
+            exp = Expectation.for_variant(args.variant, archs, policy)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        return replace(exp, policy_sha256=digest), policy, digest
+    policy, digest = _policy(args.policy, required=True)
+    assert policy is not None
+    if args.row is not None:
+        exp = Expectation.from_row(_row(expand(policy), args.row, policy))
+        return replace(exp, policy_sha256=digest), policy, digest
+    return None, policy, digest
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    fixed, policy, digest = _fixed_expectation(args)
+    rows = expand(policy) if fixed is None and policy is not None else ()
+    results = []
+    errors: list[dict[str, Any]] = []
+    code = 0
+    for wheel in args.wheels:
+        try:
+            if fixed is not None:
+                expectation = fixed
+            else:
+                assert policy is not None
+                expectation = replace(expectation_for_wheel(wheel, policy, rows), policy_sha256=digest)
+            result = audit_wheel(wheel, expectation, cross_check_cuobjdump=args.cross_check)
+        except InputError as exc:
+            errors.append({"wheel": Path(wheel).name, "error": str(exc), "exit_code": exc.return_code})
+            if not args.json:
+                print(f"error: {exc}", file=sys.stderr)
+            code = max(code, exc.return_code)
+            continue
+        results.append(result)
+        record = None if args.no_record else write_record(result)
+        if not result.passed:
+            code = max(code, 1)
+        if args.gpu_markdown:
+            print(render_gpu_markdown(result))
+        elif not args.json:
+            print(render_text(result))
+            if record is not None:
+                print(f"  record: {record}")
+            print()
+    if args.json:
+        print(render_json(results, errors))
+    return code

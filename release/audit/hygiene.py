@@ -1,0 +1,312 @@
+"""Check ``hygiene``: what any wheel is held to, CUDA or not.
+
+* The archive is safe: no name escaping the wheel (absolute, ``..``), no symlink or
+  special file, no name twice, no corrupt member (see :mod:`release.audit.wheel`).
+* RECORD lists every file with its sha256 and size, and every hash matches the bytes
+  read in the extraction pass.
+* One owner per component: no two libraries with the same SONAME (or name), no ELF
+  file shipped twice under two names.
+* No CUDA driver or runtime grafted in (``libcuda.so*``, ``libcudart.so*``,
+  ``libnvidia-*``, or a repair's ``*.libs/libcudart-<hash>.so*``): they come from the
+  driver and the declared packages.
+* The platform tag is no more than auditwheel's analysis allows for the symbols,
+  libraries and instruction sets the ELF files use (CUDA libraries excluded: they
+  come from the declared packages), and it is the row's tag.
+* The wheel fits the index's size limit, when one is set.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import posixpath
+import re
+from collections import defaultdict
+
+from release.audit.loader import CUDA_LIBRARIES, DRIVER_LIBRARIES, is_driver_library, stem
+from release.audit.model import AbiReport, Contents, Expectation, Finding, Member, fail, ok
+
+CHECK = "hygiene"
+_SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+_STRONG = ("sha256", "sha384", "sha512")
+_GRAFTED_DIR = re.compile(r"(^|/)[^/]+\.libs/")
+
+
+def _record_digest(algorithm: str, member: Member) -> str | None:
+    raw = member.sha256 if algorithm == "sha256" else member.digests.get(algorithm)
+    return None if raw is None else base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def record_findings(contents: Contents) -> list[Finding]:
+    wheel = contents.wheel
+    if wheel.dist_info is None:
+        return [fail(CHECK, "the wheel has no .dist-info directory: not an installable wheel")]
+    record_name = f"{wheel.dist_info}/RECORD"
+    record = wheel.member(record_name)
+    if record is None or record.path is None:
+        return [fail(CHECK, f"{record_name} is missing: installers cannot verify or uninstall the wheel")]
+    text = record.path.read_text(encoding="utf-8", errors="replace")
+    out: list[Finding] = []
+    listed: dict[str, tuple[str, str]] = {}
+    for row in csv.reader(io.StringIO(text)):
+        if not row:
+            continue
+        if len(row) != 3:
+            out.append(fail(CHECK, f"RECORD line {row!r} does not have three fields (path, hash, size)"))
+            continue
+        path, digest, size = row
+        if path in listed:
+            out.append(fail(CHECK, f"RECORD lists {path!r} twice"))
+        listed[path] = (digest, size)
+    files = {m.name: m for m in wheel.members if m.kind == "file"}
+    bad: list[str] = []
+    for name, member in files.items():
+        if name == record_name or name in (f"{wheel.dist_info}/{s}" for s in _SIGNATURES):
+            continue
+        if name not in listed:
+            out.append(fail(CHECK, f"{name} is in the wheel but not in RECORD"))
+            continue
+        digest, size = listed[name]
+        algorithm, _, value = digest.partition("=")
+        if algorithm not in _STRONG:
+            out.append(
+                fail(
+                    CHECK,
+                    f"RECORD hashes {name} with {algorithm or 'nothing'!r}; wheels need sha256 or stronger",
+                )
+            )
+            continue
+        if member.sha256 is None:
+            continue  # not read (refused or corrupt): reported as an archive issue
+        actual = _record_digest(algorithm, member)
+        if actual != value:
+            bad.append(name)
+            out.append(
+                fail(
+                    CHECK,
+                    f"{name}: RECORD says {algorithm}={value} but the file hashes to {algorithm}={actual}; the "
+                    "file changed after RECORD was written (pip refuses to install such a wheel)",
+                    member=name,
+                )
+            )
+        elif size and size != str(member.size):
+            out.append(fail(CHECK, f"{name}: RECORD says {size} bytes but the file has {member.size}"))
+    for name in listed:
+        if name not in files and name != record_name and not name.endswith("/"):
+            out.append(fail(CHECK, f"RECORD lists {name} but the wheel has no such file"))
+    if not out:
+        out.append(ok(CHECK, f"RECORD matches all {len(files) - 1} files (sha256 and size)"))
+    return out
+
+
+def archive_findings(contents: Contents) -> list[Finding]:
+    issues = contents.wheel.issues
+    out = [fail(CHECK, issue.message, kind=issue.kind, member=issue.name) for issue in issues]
+    if not out:
+        out.append(
+            ok(CHECK, "no path escapes the wheel; no symlink, special file, repeated name or corrupt member")
+        )
+    return out
+
+
+def owner_findings(contents: Contents) -> list[Finding]:
+    by_key: dict[str, list[str]] = defaultdict(list)
+    by_hash: dict[bytes, list[str]] = defaultdict(list)
+    for lib in contents.libraries:
+        if lib.elf is None:
+            continue
+        key = lib.elf.soname or (lib.name if lib.name.startswith("lib") and lib.is_shared_library else None)
+        if key is not None:
+            by_key[key].append(lib.path)
+        if lib.sha256 is not None:
+            by_hash[lib.sha256].append(lib.path)
+    out = []
+    reported: list[set[str]] = []
+    for key, paths in sorted(by_key.items()):
+        if len(paths) > 1:
+            reported.append(set(paths))
+            out.append(
+                fail(
+                    CHECK,
+                    f"{key} is shipped {len(paths)} times ({', '.join(paths)}): two copies of one library can "
+                    "both be loaded, each with its own state; ship it once",
+                    paths=paths,
+                )
+            )
+    for paths in sorted(by_hash.values()):
+        if len(paths) > 1 and not any(set(paths) <= r for r in reported):
+            out.append(
+                fail(
+                    CHECK,
+                    f"the same ELF file is shipped {len(paths)} times under different names: {', '.join(paths)}",
+                    paths=paths,
+                )
+            )
+    if not out:
+        out.append(ok(CHECK, "one owner per component: no library shipped twice"))
+    return out
+
+
+def grafted_findings(contents: Contents) -> list[Finding]:
+    out = []
+    runtime = {"libcudart"} | DRIVER_LIBRARIES
+    for member in contents.wheel.members:
+        if member.kind not in ("file", "symlink"):
+            continue
+        base = member.name.rsplit("/", 1)[-1]
+        if ".so" not in base:
+            continue
+        s = stem(base)
+        in_libs = _GRAFTED_DIR.search(member.name) is not None and s != base.split(".so", 1)[0]
+        if s in runtime or is_driver_library(base):
+            what = "the CUDA driver" if is_driver_library(base) else "the CUDA runtime"
+            out.append(
+                fail(
+                    CHECK,
+                    f"{member.name} is a copy of {what} grafted into the wheel: it must come from "
+                    + ("the user's GPU driver" if is_driver_library(base) else "the declared runtime package")
+                    + "; repair with --exclude 'libcudart.so.*' (and 'libcuda.so.*')",
+                    member=member.name,
+                )
+            )
+        elif in_libs and s in CUDA_LIBRARIES:
+            out.append(
+                fail(
+                    CHECK,
+                    f"{member.name} is a CUDA library grafted into the wheel by a repair step; it must come from "
+                    "its CUDA package (exclude it when repairing)",
+                    member=member.name,
+                )
+            )
+    if not out:
+        out.append(ok(CHECK, "no CUDA driver or runtime grafted into the wheel"))
+    return out
+
+
+def _tag_reason(abi: AbiReport, tag: str) -> str:
+    info = abi.tags.get(tag, {})
+    limited = set(info.get("limited_by") or [])
+    reasons: list[str] = []
+    if "symbol versions" in limited:
+        for path, entry in sorted(abi.files.items()):
+            symbols = entry.get("beyond_claimed") or []
+            if symbols:
+                reasons.append(f"{posixpath.basename(path)} needs {', '.join(symbols[-3:])}")
+    if "external libraries" in limited:
+        libs = info.get("libs_to_eliminate") or []
+        reasons.append(f"it links {', '.join(libs)}, which {tag} does not allow and the wheel does not ship")
+    if "blacklisted symbols" in limited:
+        for lib, symbols in (info.get("blacklisted_symbols") or {}).items():
+            reasons.append(f"it uses {lib} symbols that {tag} forbids: {', '.join(symbols[:5])}")
+    if "instruction set" in limited:
+        reasons.append("an ELF file needs instructions beyond the platform's baseline")
+    for other in sorted(
+        limited - {"symbol versions", "external libraries", "blacklisted symbols", "instruction set"}
+    ):
+        reasons.append(f"{other} limit it to {abi.component_tags.get(other)}")
+    return "; ".join(reasons) or "see auditwheel show"
+
+
+def platform_findings(contents: Contents, expectation: Expectation) -> list[Finding]:
+    wheel = contents.wheel
+    out: list[Finding] = []
+    if expectation.platform_tag is not None and expectation.platform_tag not in wheel.platform_tags:
+        out.append(
+            fail(
+                CHECK,
+                f"the wheel is tagged {', '.join(wheel.platform_tags)} but row {expectation.row_id} is "
+                f"{expectation.platform_tag}",
+            )
+        )
+    if expectation.python_tag is not None and expectation.python_tag not in wheel.python_tags:
+        out.append(
+            fail(
+                CHECK,
+                f"the wheel is for {', '.join(wheel.python_tags)} but row {expectation.row_id} is "
+                f"{expectation.python_tag}",
+            )
+        )
+    has_elf = any(lib.elf is not None for lib in contents.libraries)
+    if wheel.platform_tags == ("any",):
+        if has_elf:
+            out.append(
+                fail(CHECK, "the wheel is tagged 'any' but ships ELF files; it must carry a platform tag")
+            )
+        else:
+            out.append(ok(CHECK, "pure Python wheel tagged 'any'"))
+        return out
+    abi = contents.abi
+    if abi is None:
+        out.append(fail(CHECK, "auditwheel's analysis did not run; the platform tag is unverified"))
+        return out
+    if not has_elf and contents.libraries:
+        out.append(fail(CHECK, "no ELF file of the wheel could be read: the platform tag cannot be verified"))
+        return out
+    if abi.pure or not has_elf:
+        out.append(
+            fail(
+                CHECK,
+                f"the wheel is tagged {', '.join(wheel.platform_tags)} but auditwheel finds no platform ELF file "
+                "in it; a pure wheel is tagged 'any'",
+            )
+        )
+        return out
+    if abi.error is not None:
+        out.append(fail(CHECK, f"auditwheel could not analyse the wheel: {abi.error}"))
+        return out
+    details = {
+        "auditwheel": abi.auditwheel_version,
+        "mode": abi.mode,
+        "overall_tag": abi.overall_tag,
+        "component_tags": dict(abi.component_tags),
+        "excluded": len(abi.excluded),
+        "policies_graded": abi.policies,
+    }
+    for tag in wheel.platform_tags:
+        info = abi.tags.get(tag)
+        if info is None or info.get("policy") is None:
+            out.append(
+                fail(CHECK, f"platform tag {tag} is not a tag auditwheel knows for this wheel", **details)
+            )
+        elif info["honest"]:
+            out.append(
+                ok(
+                    CHECK,
+                    f"platform tag {tag} is honest: auditwheel finds the ELF files consistent with "
+                    f"{abi.overall_tag}"
+                    + (" and every later tag" if abi.policies == "all" else f" (graded from {tag} on)"),
+                    **details,
+                )
+            )
+        else:
+            out.append(
+                fail(
+                    CHECK,
+                    f"platform tag {tag} claims more than the wheel allows: auditwheel says {abi.overall_tag} at "
+                    f"best ({_tag_reason(abi, tag)}); build on an older manylinux image or tag it {abi.overall_tag}",
+                    **details,
+                )
+            )
+    return out
+
+
+def size_findings(contents: Contents, expectation: Expectation) -> list[Finding]:
+    limit = expectation.max_wheel_mib
+    if limit is None:
+        return []
+    mib = contents.wheel.size / (1 << 20)
+    if contents.wheel.size > limit * (1 << 20):
+        return [fail(CHECK, f"the wheel is {mib:.1f} MiB, over the index's limit of {limit} MiB")]
+    return [ok(CHECK, f"the wheel is {mib:.1f} MiB, within the index's limit of {limit} MiB")]
+
+
+def check(contents: Contents, expectation: Expectation) -> list[Finding]:
+    return (
+        archive_findings(contents)
+        + record_findings(contents)
+        + owner_findings(contents)
+        + grafted_findings(contents)
+        + platform_findings(contents, expectation)
+        + size_findings(contents, expectation)
+    )

@@ -1,0 +1,52 @@
+"""Read every ELF file of an extracted wheel once: headers, dynamic section, device code.
+
+A file is inspected when it starts with the ELF magic or is named like a shared
+library (``*.so``, ``*.so.N``): a ``.so`` that is a linker script or a truncated
+file is inspected too, so the audit can say what is wrong with it instead of
+skipping it. Errors are kept on the :class:`Library`, never raised: the checks
+decide what a failed inspection means (for a CUDA wheel: a failing finding).
+"""
+
+from __future__ import annotations
+
+from release.audit.model import Library, Member, WheelFile, is_library_name
+from release.elf import ElfError, read_elf
+from release.fatbin import FatbinError, has_device_code, read_fatbins
+
+__all__ = ["inspect_libraries", "inspect_member"]
+
+
+def inspect_member(member: Member) -> Library | None:
+    """A :class:`Library` for an extracted ELF file or ``.so``-named file, else None."""
+    if member.path is None or member.kind != "file":
+        return None
+    name = member.name.rsplit("/", 1)[-1]
+    if not member.is_elf and not is_library_name(name):
+        return None
+    try:
+        info = read_elf(member.path)
+    except ElfError as exc:
+        return Library(member.name, member.path, member.sha256, None, _short(exc, member), False, (), None)
+    try:
+        device = has_device_code(member.path)
+        fatbins = read_fatbins(member.path) if device else ()
+    except (FatbinError, ElfError) as exc:
+        return Library(member.name, member.path, member.sha256, info, None, True, (), _short(exc, member))
+    return Library(member.name, member.path, member.sha256, info, None, device, fatbins, None)
+
+
+def _short(exc: Exception, member: Member) -> str:
+    """The reader's message with the temporary path replaced by the wheel path."""
+    text = str(exc)
+    if member.path is not None:
+        text = text.replace(str(member.path), member.name)
+    return text
+
+
+def inspect_libraries(wheel: WheelFile) -> tuple[Library, ...]:
+    out = []
+    for member in wheel.members:
+        lib = inspect_member(member)
+        if lib is not None:
+            out.append(lib)
+    return tuple(out)

@@ -1,0 +1,354 @@
+"""The audit's data: what a wheel is held to, what was found in it, and the verdicts.
+
+Frozen values only. Effects (unzipping, running auditwheel or g++) live in
+:mod:`release.audit.wheel`, :mod:`release.audit.abi`, :mod:`release.audit.cpp_consumer`
+and :mod:`release.audit.run`; rendering lives in :mod:`release.audit.report`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from release.archs import Arch, Support
+
+if TYPE_CHECKING:  # types only: the auditwheel child processes import this module too
+    from release.elf import ElfInfo
+    from release.fatbin import Fatbinary
+    from release.matrix import Row
+    from release.policy import CudaPackage, Policy
+
+# Every check, in report order. `cross_check` runs only when asked for (--cross-check).
+CHECKS: tuple[str, ...] = (
+    "libraries",
+    "device_code",
+    "gpus",
+    "packages",
+    "loader",
+    "hygiene",
+    "cpp_consumer",
+)
+OPTIONAL_CHECKS: tuple[str, ...] = ("cross_check",)
+
+CPU_RULES = "CPU wheel: held to the CPU rules"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One verdict of one check. ``ok=False`` fails the audit."""
+
+    check: str
+    ok: bool
+    message: str
+    library: str | None = None  # wheel-relative path of the library the finding is about
+    details: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "ok": self.ok,
+            "message": self.message,
+            "library": self.library,
+            "details": dict(self.details),
+        }
+
+
+def ok(check: str, message: str, library: str | None = None, /, **details: object) -> Finding:
+    return Finding(check, True, message, library, details)
+
+
+def fail(check: str, message: str, library: str | None = None, /, **details: object) -> Finding:
+    return Finding(check, False, message, library, details)
+
+
+_VARIANT_RE = re.compile(r"^cu(\d{2})(\d)$")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a wheel must match: a row of the policy, or a variant and arch list given by hand."""
+
+    variant: str  # "cpu" | "cu130"
+    train: str | None  # "13.0"; None for CPU
+    gpu_archs: tuple[Arch, ...]  # empty for CPU; empty for CUDA = no arch list (fails closed)
+    cuda_packages: tuple[CudaPackage, ...]
+    extra_variants: str = "reject"  # "reject" | "allow": a/f device code the list did not ask for
+    platform_tag: str | None = None  # the row's tag ("manylinux_2_28_x86_64"); None: not checked
+    python_tag: str | None = None  # the row's "cp312"; None: not checked
+    row_id: str | None = None
+    max_wheel_mib: int | None = None  # the target index's per-file limit; None: no limit
+    policy_sha256: str | None = None  # sha256 of the policy file the expectation came from
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.train is not None
+
+    @property
+    def arch_labels(self) -> list[str]:
+        """The claimed SASS architectures as the messages write them: ['80', '90a']."""
+        return [f"{a.cc}{a.variant}" for a in sorted_archs(self.gpu_archs)]
+
+    @classmethod
+    def from_row(cls, row: Row, *, max_wheel_mib: int | None = None) -> Expectation:
+        return cls(
+            variant=row.variant,
+            train=row.train,
+            gpu_archs=row.gpu_archs,
+            cuda_packages=row.cuda_packages,
+            extra_variants=row.extra_variants,
+            platform_tag=row.platform_tag,
+            python_tag=row.python_tag,
+            row_id=row.id,
+            max_wheel_mib=max_wheel_mib,
+        )
+
+    @classmethod
+    def for_variant(cls, variant: str, gpu_archs: tuple[Arch, ...], policy: Policy | None) -> Expectation:
+        """``--variant cu130 --gpu-archs ...``: the train's packages come from the policy.
+
+        ValueError (the caller turns it into an InputError) for a variant the policy
+        does not define, or an arch list on a CPU variant.
+        """
+        if variant == "cpu":
+            if gpu_archs:
+                raise ValueError("a CPU wheel carries no device code; drop --gpu-archs for --variant cpu")
+            extra = policy.extra_variants if policy is not None else "reject"
+            return cls("cpu", None, (), (), extra_variants=extra)
+        if not _VARIANT_RE.match(variant):
+            raise ValueError(f"--variant {variant!r} is not 'cpu' or a CUDA variant like 'cu130'")
+        if policy is None:
+            raise ValueError(f"--variant {variant} needs a policy file for the train's CUDA packages")
+        for train in policy.trains:
+            if train.variant == variant:
+                return cls(
+                    variant=variant,
+                    train=train.version,
+                    gpu_archs=gpu_archs,
+                    cuda_packages=train.cuda_packages,
+                    extra_variants=policy.extra_variants,
+                )
+        known = ", ".join(t.variant for t in policy.trains) or "none"
+        raise ValueError(f"{policy.path} defines no train with variant {variant!r} (it has: {known})")
+
+
+def sorted_archs(archs: tuple[Arch, ...]) -> list[Arch]:
+    return sorted(archs, key=lambda a: (a.cc, a.variant))
+
+
+def arch_label(cc: int, variant: str) -> str:
+    return f"{cc}{variant}"
+
+
+def label_sort_key(label: str) -> tuple[int, str]:
+    m = re.match(r"^(\d+)(.*)$", label)
+    return (int(m[1]), m[2]) if m else (0, label)
+
+
+# --------------------------------------------------------------------------- wheel contents
+
+MemberKind = Literal["file", "directory", "symlink", "special"]
+
+
+@dataclass(frozen=True)
+class Member:
+    """One zip entry, as read in the single streaming pass.
+
+    Every file member is read and hashed. It is written to ``path`` when a check reads
+    it from disk (ELF files and anything named like a shared library, the .dist-info
+    files); C++ headers are kept in memory (``data``) for the C++ consumer check, which
+    writes the few a program includes; everything else is hashed only.
+    """
+
+    name: str  # as written in the zip
+    size: int  # uncompressed bytes read (declared size when not read)
+    sha256: bytes | None  # digest of the bytes read; None when not read
+    path: Path | None  # the extracted file; None when refused or not written
+    kind: MemberKind
+    is_elf: bool = False
+    problem: str | None = None  # why it was refused, or why reading it failed
+    data: bytes | None = field(default=None, repr=False, compare=False)  # kept in memory (headers)
+    digests: Mapping[str, bytes] = field(default_factory=dict, hash=False)  # RECORD's other algorithms
+
+    @property
+    def extracted(self) -> bool:
+        return self.path is not None
+
+    @property
+    def read(self) -> bool:
+        """Read and hashed in the pass (whether or not it was written)."""
+        return self.sha256 is not None
+
+
+@dataclass(frozen=True)
+class ZipIssue:
+    """Something wrong with the archive itself: an unsafe name, a link, a corrupt member."""
+
+    kind: Literal["unsafe-path", "symlink", "special-file", "duplicate", "corrupt", "conflict"]
+    name: str
+    message: str
+
+
+@dataclass(frozen=True)
+class WheelFile:
+    """An opened wheel: its identity, its members and where they were extracted."""
+
+    path: Path
+    filename: str
+    size: int
+    sha256: str  # hex digest of the wheel file
+    name: str  # distribution name from the filename
+    version: str
+    local: str | None  # local version label: "cu130"; None for CPU wheels
+    python_tags: tuple[str, ...]
+    platform_tags: tuple[str, ...]
+    root: Path  # the extracted tree: site-packages root of the installed layout
+    members: tuple[Member, ...]
+    issues: tuple[ZipIssue, ...]
+    dist_info: str | None  # "pkg-1.0.dist-info"
+    metadata: str | None  # METADATA text, None when absent or unreadable
+
+    def member(self, name: str) -> Member | None:
+        for m in self.members:
+            if m.name == name:
+                return m
+        return None
+
+    @property
+    def files(self) -> tuple[Member, ...]:
+        return tuple(m for m in self.members if m.kind == "file")
+
+
+@dataclass(frozen=True)
+class Library:
+    """An ELF file of the wheel (or a file named like a shared library), inspected once."""
+
+    path: str  # wheel-relative
+    file: Path  # the extracted file
+    sha256: bytes | None
+    elf: ElfInfo | None  # None when the file could not be read as ELF
+    error: str | None  # ElfError message: truncated, not ELF (text .so), corrupt
+    has_device_code: bool  # a non-empty .nv_fatbin section with file bytes
+    fatbins: tuple[Fatbinary, ...]
+    fatbin_error: str | None  # FatbinError/ElfError message while reading .nv_fatbin
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def inspected(self) -> bool:
+        return self.elf is not None and self.fatbin_error is None
+
+    @property
+    def is_shared_library(self) -> bool:
+        return is_library_name(self.name) or (self.elf is not None and self.elf.soname is not None)
+
+
+def is_library_name(name: str) -> bool:
+    """``libfoo.so``, ``libfoo.so.13``, ``_ext.cpython-312-x86_64-linux-gnu.so``."""
+    return name.endswith(".so") or ".so." in name
+
+
+@dataclass(frozen=True)
+class AbiReport:
+    """auditwheel's own analysis of the wheel's ELF files (see :mod:`release.audit.abi`)."""
+
+    auditwheel_version: str
+    mode: str  # "extracted-tree": run on this audit's tree; "wheel": auditwheel unzipped it
+    pure: bool  # auditwheel found no platform ELF file
+    error: str | None  # auditwheel could not analyse the wheel
+    overall_tag: str | None  # the best tag the wheel is consistent with
+    sym_tag: str | None  # from symbol versions alone
+    component_tags: Mapping[str, str]  # "symbols", "blacklist", "machine", "external libs", ...
+    tags: Mapping[str, Mapping[str, Any]]  # each platform tag of the wheel: policy, honest
+    files: Mapping[str, Mapping[str, Any]]  # per ELF: tag its symbols allow, versions needed
+    external_libs: Mapping[str, str | None]
+    excluded: tuple[str, ...]  # sonames left to declared packages (CUDA libraries)
+    seconds: float
+    policies: str = "all"  # "claimed": graded from the claimed tag on (older tags not examined)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "auditwheel_version": self.auditwheel_version,
+            "mode": self.mode,
+            "pure": self.pure,
+            "error": self.error,
+            "overall_tag": self.overall_tag,
+            "sym_tag": self.sym_tag,
+            "component_tags": dict(self.component_tags),
+            "tags": {k: dict(v) for k, v in self.tags.items()},
+            "files": {k: dict(v) for k, v in self.files.items()},
+            "external_libs": dict(self.external_libs),
+            "excluded": list(self.excluded),
+            "policies": self.policies,
+        }
+
+
+@dataclass(frozen=True)
+class Contents:
+    """Everything the checks read: the wheel, its inspected libraries, auditwheel's analysis."""
+
+    wheel: WheelFile
+    libraries: tuple[Library, ...]
+    abi: AbiReport | None = None  # None until the analysis finished (only hygiene reads it)
+
+    @property
+    def device_libraries(self) -> tuple[Library, ...]:
+        return tuple(lib for lib in self.libraries if lib.has_device_code)
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    """One named GPU of :data:`release.archs.GPUS` and how each library runs on it."""
+
+    name: str
+    major: int
+    minor: int
+    claimed: bool  # the expectation claims this exact capability
+    libraries: Mapping[str, Support]  # wheel-relative library path -> support
+    wheel: Support  # the worst over libraries: a model needs all of them
+
+    @property
+    def cc(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gpu": self.name,
+            "cc": self.cc,
+            "claimed": self.claimed,
+            "libraries": dict(self.libraries),
+            "wheel": self.wheel,
+        }
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """All findings for one wheel. ``passed`` when no finding fails."""
+
+    wheel: str  # file name
+    wheel_path: Path
+    sha256: str
+    expectation: Expectation
+    findings: tuple[Finding, ...]
+    gpu_table: tuple[GpuRow, ...]
+    arch_list_found: str | None  # the device code found, as an arch list ("7.5;8.0;12.0+PTX")
+    timings: Mapping[str, float] = field(default_factory=dict, hash=False)
+
+    @property
+    def passed(self) -> bool:
+        return all(f.ok for f in self.findings)
+
+    @property
+    def failures(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if not f.ok)
+
+    def failed_checks(self) -> tuple[str, ...]:
+        seen: list[str] = []
+        for f in self.failures:
+            if f.check not in seen:
+                seen.append(f.check)
+        return tuple(seen)

@@ -1,0 +1,261 @@
+"""Checks ``packages`` and ``loader`` on synthetic metadata and ELF headers."""
+
+from __future__ import annotations
+
+import pytest
+from packaging.specifiers import SpecifierSet
+from test_audit_helpers import CPU, RPATH, RUNTIME, contents, cuda, elf, fatbin, lib
+
+from release.audit import loader, packages
+from release.audit.model import Finding
+from release.policy import CudaPackage
+
+
+def failing(findings: list[Finding]) -> list[str]:
+    return [f.message for f in findings if not f.ok]
+
+
+def meta(*requires: str) -> str:
+    return "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires
+    )
+
+
+def audit_packages(*requires: str, exp=None) -> list[str]:  # type: ignore[no-untyped-def]
+    return failing(packages.check(contents(metadata=meta(*requires)), exp or cuda()))
+
+
+# --------------------------------------------------------------------------- packages
+
+
+@pytest.mark.parametrize(
+    ("spec", "ok"),
+    [
+        ("", True),
+        ("==13.0.*", True),
+        ("==13.0.96", True),
+        (">=13.0,<14", True),
+        ("~=13.0", True),
+        ("==13.*", True),
+        ("==12.*", False),
+        ("==13.2.*", False),
+        (">=13.2", False),
+        ("!=13.0.*", False),
+        ("<13", False),
+    ],
+)
+def test_admits_train(spec: str, ok: bool) -> None:
+    assert packages.admits_train(SpecifierSet(spec), "13.0") is ok
+
+
+@pytest.mark.parametrize(
+    "requires",
+    [
+        ["nvidia-cuda-runtime==13.0.*"],
+        ["nvidia_cuda_runtime >= 13.0"],  # names normalised
+        ["NVIDIA.Cuda.Runtime"],
+        ['nvidia-cuda-runtime==13.0.96; platform_system == "Linux"'],  # markers allowed
+        ["cuda-toolkit[cudart]==13.0.*"],
+        ["cuda-toolkit[cudart]==13.0.3"],
+        ["nvidia-cuda-runtime", 'nvidia-cuda-runtime-cu11; extra == "legacy"'],  # extras-gated: ignored
+        ["nvidia-cuda-runtime", "numpy>=2", "triton"],  # not CUDA packages
+    ],
+)
+def test_declares_exactly_the_train_set(requires: list[str]) -> None:
+    assert audit_packages(*requires) == []
+
+
+def test_cu11_runtime_on_cu130() -> None:
+    msgs = audit_packages("nvidia-cuda-runtime-cu11")
+    assert (
+        "declares 'nvidia-cuda-runtime-cu11', a CUDA 11 package, but this wheel's train is CUDA 13.0" in msgs
+    )
+    assert any(m.startswith("does not declare nvidia-cuda-runtime (or cuda-toolkit[cudart])") for m in msgs)
+
+
+def test_pin_contradicting_the_train() -> None:
+    assert audit_packages("nvidia-cuda-runtime==12.*") == [
+        "'nvidia-cuda-runtime==12.*' pins a version outside CUDA 13.0 (==12.*); the wheel was built for CUDA 13.0"
+    ]
+
+
+def test_other_cuda_packages_fail() -> None:
+    msgs = audit_packages("nvidia-cuda-runtime", "nvidia-cublas", "cuda-bindings>=13")
+    assert len(msgs) == 2 and all("not in the CUDA 13.0 set" in m for m in msgs)
+
+
+def test_toolkit_extras_beyond_the_set_fail() -> None:
+    msgs = audit_packages("cuda-toolkit[cudart,cublas]==13.0.3")
+    assert msgs == [
+        "'cuda-toolkit[cudart,cublas]==13.0.3' also pulls in ['cublas'], which the CUDA 13.0 set does not list"
+    ]
+
+
+def test_toolkit_extras_accounted_for_by_other_packages() -> None:
+    cublas = CudaPackage("nvidia-cublas", ("cuda-toolkit[cublas]",), ("libcublas.so.13",), "nvidia/cu13/lib")
+    exp = cuda(packages=(RUNTIME, cublas))
+    assert audit_packages("cuda-toolkit[cudart,cublas]==13.0.3", exp=exp) == []
+
+
+def test_toolkit_without_cudart_is_not_the_runtime() -> None:
+    msgs = audit_packages("cuda-toolkit[cublas]==13.0.3")
+    assert any("not in the CUDA 13.0 set" in m for m in msgs)
+    assert any(m.startswith("does not declare nvidia-cuda-runtime") for m in msgs)
+
+
+def test_cpu_wheel_declares_no_cuda_package() -> None:
+    assert audit_packages("numpy", exp=CPU) == []
+    msgs = audit_packages(
+        "nvidia-cuda-runtime==13.0.*", "cuda-python", 'nvidia-nccl-cu12; extra == "dist"', exp=CPU
+    )
+    assert len(msgs) == 2 and all("CPU wheel declares the CUDA package" in m for m in msgs)
+
+
+def test_no_metadata_and_bad_requirement() -> None:
+    assert failing(packages.check(contents(metadata=None), cuda())) == [
+        "the wheel has no readable .dist-info/METADATA: cannot tell what it declares"
+    ]
+    assert "Requires-Dist 'nvidia-cuda-runtime ==' is not a valid requirement" in audit_packages(
+        "nvidia-cuda-runtime", "nvidia-cuda-runtime =="
+    )
+
+
+# --------------------------------------------------------------------------- loader
+
+
+@pytest.mark.parametrize(
+    ("entry", "origin", "expected"),
+    [
+        ("$ORIGIN/../../nvidia/cu13/lib", "pkg/lib", "nvidia/cu13/lib"),
+        ("${ORIGIN}/../../nvidia/cu13/lib", "pkg/lib", "nvidia/cu13/lib"),
+        ("$ORIGIN", "pkg/lib", "pkg/lib"),
+        ("$ORIGIN/", "pkg", "pkg"),
+        ("$ORIGIN/..", "pkg", ""),
+        ("$ORIGIN/../..", "pkg", None),  # climbs out of site-packages
+        ("$ORIGINAL/x", "pkg", None),
+        ("/usr/local/cuda/lib64", "pkg", None),
+        ("lib", "pkg", None),
+    ],
+)
+def test_resolve(entry: str, origin: str, expected: str | None) -> None:
+    assert loader.resolve(entry, origin) == expected
+
+
+def test_installed_dir() -> None:
+    assert loader.installed_dir("pkg/lib/libk.so") == "pkg/lib"
+    assert loader.installed_dir("pkg-1.0.data/platlib/pkg/lib/libk.so") == "pkg/lib"
+    assert loader.installed_dir("pkg-1.0.data/scripts/tool") is None
+
+
+@pytest.mark.parametrize(
+    ("soname", "cuda", "driver"),
+    [
+        ("libcudart.so.13", True, False),
+        ("libcublasLt.so.13", True, False),
+        ("libcudnn_ops.so.9", True, False),
+        ("libcudart-1a2b3c4d.so.13", True, False),  # a repair's grafted copy
+        ("libcuda.so.1", True, True),
+        ("libnvidia-ml.so.1", True, True),
+        ("libc.so.6", False, False),
+        ("libcudaext.so", False, False),
+    ],
+)
+def test_cuda_library_names(soname: str, cuda: bool, driver: bool) -> None:
+    assert loader.is_cuda_library(soname) is cuda
+    assert loader.is_driver_library(soname) is driver
+
+
+def test_reaches_the_runtime_where_the_package_installs_it() -> None:
+    found = loader.check(contents(lib("pkg/lib/libk.so", fatbin("sm_80"))), cuda())
+    assert [f.ok for f in found] == [True]
+    assert found[0].details["reached"] == [
+        "pkg/lib/libk.so -> libcudart.so.13 via $ORIGIN/../../nvidia/cu13/lib = nvidia/cu13/lib (nvidia-cuda-runtime)"
+    ]
+
+
+def test_missing_search_path() -> None:
+    assert failing(loader.check(contents(lib("pkg/lib/libk.so", info=elf(runpath=()))), cuda())) == [
+        "libk.so needs libcudart.so.13 from nvidia-cuda-runtime (installed to nvidia/cu13/lib) but has no "
+        "RPATH/RUNPATH: it loads only where the system's loader cache happens to hold libcudart.so.13; "
+        "add '$ORIGIN/../../nvidia/cu13/lib'"
+    ]
+
+
+def test_search_path_elsewhere() -> None:
+    msgs = failing(
+        loader.check(
+            contents(lib("pkg/lib/libk.so", info=elf(runpath=("$ORIGIN/../nvidia/cu13/lib",)))), cuda()
+        )
+    )
+    assert msgs == [
+        "libk.so needs libcudart.so.13 from nvidia-cuda-runtime (installed to nvidia/cu13/lib) but its RUNPATH "
+        "['$ORIGIN/../nvidia/cu13/lib'] resolves to ['pkg/nvidia/cu13/lib'], not nvidia/cu13/lib; "
+        "add '$ORIGIN/../../nvidia/cu13/lib'"
+    ]
+
+
+def test_absolute_and_relative_entries_fail_in_any_library() -> None:
+    info = elf(needed=("libc.so.6",), runpath=(RPATH, "/usr/local/cuda/lib64", "/tmp/build/lib", "lib"))
+    msgs = failing(loader.check(contents(lib("pkg/_ext.so", info=info)), CPU))
+    assert len(msgs) == 3
+    assert "absolute RUNPATH entry '/usr/local/cuda/lib64'" in msgs[0] and "build machine" in msgs[0]
+    assert "temporary build directory" in msgs[1]
+    assert "working directory" in msgs[2]
+
+
+def test_runpath_wins_over_rpath() -> None:
+    info = elf(rpath=(RPATH,), runpath=("$ORIGIN",))
+    assert any(
+        "RUNPATH ['$ORIGIN']" in m
+        for m in failing(loader.check(contents(lib("pkg/lib/libk.so", info=info)), cuda()))
+    )
+    rpath_only = elf(rpath=(RPATH,), runpath=())
+    assert not failing(loader.check(contents(lib("pkg/lib/libk.so", info=rpath_only)), cuda()))
+
+
+def test_driver_needs_no_search_path() -> None:
+    info = elf(needed=("libcudart.so.13", "libcuda.so.1"))
+    assert not failing(loader.check(contents(lib("pkg/lib/libk.so", info=info)), cuda()))
+
+
+def test_undeclared_cuda_library() -> None:
+    info = elf(needed=("libcudart.so.13", "libcublas.so.13"))
+    assert failing(loader.check(contents(lib("pkg/lib/libk.so", info=info)), cuda())) == [
+        "libk.so needs libcublas.so.13, which neither the wheel nor a declared CUDA package of the row "
+        "(nvidia-cuda-runtime) provides"
+    ]
+
+
+def test_cuda_library_shipped_in_the_wheel_is_its_own() -> None:
+    info = elf(needed=("libcublasLt.so.13",), runpath=("$ORIGIN",))
+    lt = lib("nvidia/cu13/lib/libcublasLt.so.13", info=elf(needed=("libc.so.6",), runpath=("$ORIGIN",)))
+    found = loader.check(contents(lib("nvidia/cu13/lib/libcublas.so.13", info=info), lt), cuda())
+    assert not failing(found)
+
+
+def test_grafted_runtime_copy_fails() -> None:
+    info = elf(needed=("libcudart-1a2b3c4d.so.13",), runpath=("$ORIGIN/../../pkg.libs",))
+    graft = lib("pkg.libs/libcudart-1a2b3c4d.so.13", info=elf(needed=()))
+    msgs = failing(loader.check(contents(lib("pkg/lib/libk.so", info=info), graft), cuda()))
+    assert msgs == [
+        "libk.so needs libcudart-1a2b3c4d.so.13, a renamed copy of libcudart.so.13 (a repair grafted it into "
+        "the wheel), instead of the one nvidia-cuda-runtime installs"
+    ]
+
+
+def test_cpu_wheel_links_no_cuda() -> None:
+    msgs = failing(loader.check(contents(lib("pkg/lib/libk.so")), CPU))
+    assert msgs == [
+        "libk.so links the CUDA library libcudart.so.13, but this is a CPU wheel; the CPU wheel links no CUDA"
+    ]
+    assert not failing(loader.check(contents(lib("pkg/lib/libk.so", info=elf(needed=("libm.so.6",)))), CPU))
+
+
+def test_exclusion_patterns_cover_the_cuda_libraries() -> None:
+    pats = loader.exclusion_patterns((RUNTIME,))
+    assert (
+        "libcudart.so*" in pats
+        and "libcuda.so*" in pats
+        and "libcudnn_*.so*" in pats
+        and "libcudart.so.13" in pats
+    )
