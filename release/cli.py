@@ -406,6 +406,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--check-only", action="store_true", help="with --publish-only: run every guard, upload nothing"
     )
     p.add_argument(
+        "--verify-only",
+        action="store_true",
+        help="with --publish-only: run every guard and require every audited file already on its index",
+    )
+    p.add_argument(
         "--skip-variant",
         action="append",
         default=[],
