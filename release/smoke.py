@@ -252,6 +252,7 @@ def smoke_wheel(
 ) -> Outcome:
     """Fresh venv with ``python``, install ``wheel`` and its dependencies, probe, judge."""
     keep = os.environ.get("WHEELWRIGHT_KEEP_TMP") == "1"
+    wheel = wheel.resolve()  # pip runs in the temporary folder
     tmp = Path(tempfile.mkdtemp(prefix=f"ww-smoke-{row.id}-", dir=workdir))
     try:
         venv = tmp / "venv"
