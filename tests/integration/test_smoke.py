@@ -134,3 +134,22 @@ def test_pip_picks_the_cuda_wheel_with_either_index_order(
     assert check_resolution(row, cpu_only) == (
         f"pip picked the CPU wheel {cpu_only} instead of the cu130 wheel"
     )
+
+
+def test_smoke_cli_with_relative_dist(built: dict[str, Path], tmp_path: Path) -> None:
+    """What `nox -s smoke-cu130-py312` runs: the row's wheel found in a relative dist/."""
+    wheel = built["cu130-py312-x86_64"]
+    (tmp_path / "dist" / "cu130").mkdir(parents=True)
+    shutil.copy2(wheel, tmp_path / "dist" / "cu130" / wheel.name)
+    proc = subprocess.run(
+        [sys.executable, "-m", "release", "smoke", "cu130-py312-x86_64", "--policy", str(ROOT / "rows.toml")],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS smoke cu130-py312-x86_64" in proc.stdout
+    assert "no GPU here: execution skipped" in proc.stdout
+    assert (tmp_path / "dist" / "cu130" / f"{wheel.name}.smoke.json").is_file()
