@@ -10,10 +10,12 @@ Each round runs, in this order and each in a fresh child process:
   (the same command body, :func:`release.audit.cli.cmd_audit`).
 
 Times are wall-clock seconds of the child, medians over the rounds (this machine's
-disk and CPU are noisy: rounds alternate so drift hits every command alike). Memory
+disk and CPU are noisy: rounds alternate so drift hits every command alike, and every
+command starts after ``sync`` and a 2 s pause, so the 1 GB another one wrote is not
+still being flushed). Memory
 is the child's peak RSS from ``resource.getrusage(RUSAGE_CHILDREN)`` (the largest
 single process of its tree: the audit runs auditwheel's reads in child processes)
-and, sampled every 50 ms, the peak of the whole process tree's RSS summed.
+and, sampled every 200 ms (through /proc/PID/task/*/children, cheap), the peak of the whole process tree's RSS summed.
 Targets: audit <= 1.2x the baseline, peak RSS <= 1 GiB.
 """
 
@@ -44,21 +46,22 @@ TARGET_RSS_MIB = 1024
 _MEASURE = r"""
 import json, os, resource, subprocess, sys, threading, time
 
-def tree_rss_kib(root):
-    children = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(pid))
-    total, todo = 0, [root]
+def descendants(pid):
+    out, todo = [], [pid]
     while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+def tree_rss_kib(root):
+    total = 0
+    for pid in descendants(root):
         try:
             with open(f"/proc/{pid}/status") as f:
                 for line in f:
@@ -74,7 +77,7 @@ peak = [0]
 def sample():
     while proc.poll() is None:
         peak[0] = max(peak[0], tree_rss_kib(proc.pid))
-        time.sleep(0.05)
+        time.sleep(0.2)
 t = threading.Thread(target=sample, daemon=True)
 t.start()
 out, _ = proc.communicate()
@@ -95,7 +98,14 @@ sys.exit(args.func(args))
 """
 
 
+def settle() -> None:
+    """Flush the previous command's writes (1 GB for an unzip) so they do not slow the next one."""
+    os.sync()
+    time.sleep(2)
+
+
 def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    settle()
     result = subprocess.run(
         [sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True, check=True, env=env, cwd=ROOT
     )
@@ -113,7 +123,18 @@ def run_round(wheel: Path, archs: str, env: dict[str, str]) -> dict[str, Any]:
             shutil.rmtree(target, ignore_errors=True)
         out[name] = {k: m[k] for k in ("wall_s", "maxrss_kib", "tree_peak_kib", "user_s", "sys_s")}
     m = measure(
-        [sys.executable, "-c", _AUDIT, str(wheel), "--variant", "cu130", "--gpu-archs", archs, "--json", "--no-record"],
+        [
+            sys.executable,
+            "-c",
+            _AUDIT,
+            str(wheel),
+            "--variant",
+            "cu130",
+            "--gpu-archs",
+            archs,
+            "--json",
+            "--no-record",
+        ],
         env=env,
     )
     doc = json.loads(m["stdout"])

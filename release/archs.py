@@ -11,10 +11,11 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-# Compute capabilities that exist (CUDA 12/13). Anything else is a typo or a guess.
+# Compute capabilities that exist (CUDA 12/13; 10.7 seen as device code in cuDNN 9.24).
+# Anything else is a typo or a guess.
 KNOWN_CAPABILITIES: tuple[tuple[int, int], ...] = (
     (5, 0), (5, 2), (5, 3), (6, 0), (6, 1), (6, 2), (7, 0), (7, 2), (7, 5),
-    (8, 0), (8, 6), (8, 7), (8, 8), (8, 9), (9, 0), (10, 0), (10, 1), (10, 3),
+    (8, 0), (8, 6), (8, 7), (8, 8), (8, 9), (9, 0), (10, 0), (10, 1), (10, 3), (10, 7),
     (11, 0), (12, 0), (12, 1),
 )  # fmt: skip
 

@@ -146,7 +146,12 @@ def run_release(
 
         def audit(row: Row = row, rep: RowReport = rep) -> str:
             assert rep.wheel is not None
-            exp = dataclasses.replace(Expectation.from_row(row), policy_sha256=psha)
+            limit = (
+                None
+                if policy.target(target_name).local_server
+                else policy.target(target_name).indexes[row.variant].max_wheel_mib
+            )
+            exp = dataclasses.replace(Expectation.from_row(row, max_wheel_mib=limit), policy_sha256=psha)
             result = audit_wheel(rep.wheel, exp, cache_dir=cache_dir)
             write_audit(result)
             if not result.passed:

@@ -273,9 +273,13 @@ def platform_findings(contents: Contents, expectation: Expectation) -> list[Find
             out.append(
                 ok(
                     CHECK,
-                    f"platform tag {tag} is honest: auditwheel finds the ELF files consistent with "
-                    f"{abi.overall_tag}"
-                    + (" and every later tag" if abi.policies == "all" else f" (graded from {tag} on)"),
+                    (
+                        f"platform tag {tag} is honest: auditwheel finds the ELF files consistent with "
+                        f"{abi.overall_tag} and every later tag"
+                        if abi.policies == "all"
+                        else f"platform tag {tag} is honest: auditwheel, grading it and every later tag, "
+                        "finds the ELF files consistent with it"
+                    ),
                     **details,
                 )
             )

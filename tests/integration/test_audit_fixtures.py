@@ -185,13 +185,7 @@ def test_record_written_and_accepted_by_publish(tmp_path: Path) -> None:
 
 
 def test_wired_into_release_cli() -> None:
-    from release.cli import build_parser
-
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    audit = sub.choices.get("audit")
-    if audit is None or audit.get_default("func").__module__ != "release.audit.cli":
-        pytest.skip("release/cli.py does not call release.audit.cli.add_audit_parser yet")
+    """``python -m release audit`` is this command (release/cli.py calls add_audit_parser)."""
     good = WHEELS / next(c for c in CASES if c["id"] == "fx_good_cu130")["wheel"]
     proc = subprocess.run(
         [
@@ -210,3 +204,22 @@ def test_wired_into_release_cli() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+    assert "✓ device code covers every claimed GPU architecture ['80', '90']" in proc.stdout
+    bad = WHEELS / next(c for c in CASES if c["id"] == "fx_not_a_zip")["wheel"]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "release",
+            "audit",
+            str(bad),
+            "--policy",
+            str(FIXTURES / "policy.toml"),
+            "--no-record",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2 and "not a readable zip archive" in proc.stderr
