@@ -270,7 +270,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     print(render_summary(reports))
     out = left_out_lines(reports)
     if out:
-        print(f"\n{len(out)} row(s) not built on this machine:")
+        print(f"\n{sum(r.left_out for r in reports)} row(s) not built on this machine:")
         print("\n".join(out))
     failed = [r for r in reports if r.failed]
     if install:
