@@ -24,7 +24,6 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import glob
-import hashlib
 import json
 import os
 import platform as _platform
@@ -54,6 +53,7 @@ from release.buildenv import (
 )
 from release.dist import wheels_for_row
 from release.errors import InputError, StepFailed, ToolError
+from release.hashing import sha256_file
 from release.matrix import Row
 from release.policy import load_policy
 from release.toolchain import NO_PIP_CONFIG, Toolchain, pip_install_target, resolve_toolchain, say
@@ -409,14 +409,6 @@ def check_wheel_name(row: Row, filename: str, project_name: str) -> None:
         problems.append(f"tags {got_tags}, expected exactly [{want_tag!r}]")
     if problems:
         raise StepFailed(f"{filename} is not a wheel of row {row.id}: " + "; ".join(problems))
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def record_data(

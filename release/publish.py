@@ -34,7 +34,6 @@ process kills itself (SIGKILL) right after its N-th upload, to prove resumption.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -59,6 +58,7 @@ from packaging.utils import (
 
 from release import proc
 from release.errors import CheckFailed, InputError, StepFailed
+from release.hashing import sha256_file
 from release.index_client import Auth, Redactor, remote_hashes, split_userinfo
 from release.static_index import add_wheels, write_static_index
 from release.targets import IndexTarget, Target
@@ -437,14 +437,6 @@ def check_target_urls(target: Target, index: IndexTarget) -> None:
 
 # ---------------------------------------------------------------------------
 # Effects: local files
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def audit_record_path(wheel: Path) -> Path:

@@ -18,6 +18,7 @@ from typing import Literal
 
 from release.dist import read_record, wheels_for_row
 from release.errors import CheckFailed, InputError, StepFailed, WheelwrightError
+from release.hashing import sha256_file
 from release.matrix import Row, expand
 from release.policy import Policy
 from release.publish import (
@@ -26,7 +27,6 @@ from release.publish import (
     collect_audited_rows,
     execute_publish,
     prepare_publish,
-    sha256_file,
 )
 from release.servers import LocalIndex, attach, start_detached
 from release.targets import Target

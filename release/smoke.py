@@ -9,7 +9,6 @@ the device computation is skipped, and the record says so: never a silent pass.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from release.errors import StepFailed
+from release.hashing import sha256_file
 from release.matrix import Row
 from release.policy import Project
 from release.proc import run
@@ -324,14 +324,6 @@ def _cpp_consumer(sdk: Mapping[str, Any], tmp: Path, env: Mapping[str, str]) -> 
 
 def _log(row: Row, message: str) -> None:
     print(f"==> [{row.id}] smoke: {message}", file=sys.stderr, flush=True)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def write_record(wheel: Path, row: Row, outcome: Outcome) -> Path:

@@ -36,6 +36,7 @@ from urllib.parse import quote
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from release.errors import CheckFailed, InputError
+from release.hashing import sha256_file
 
 FILES_DIR = "files"
 API_VERSION = "1.1"
@@ -70,14 +71,6 @@ class StaticIndex:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def read_core_metadata(wheel: Path) -> bytes:
@@ -118,7 +111,7 @@ def add_wheels(root: Path, wheels: list[Path]) -> tuple[str, ...]:
             continue
         existing = dest / wheel.name
         if existing.exists():
-            have, new = _sha256_file(existing), _sha256_file(wheel)
+            have, new = sha256_file(existing), sha256_file(wheel)
             if have != new:
                 problems.append(
                     f"{wheel.name}: the static index already holds a different file under this name "
@@ -154,7 +147,7 @@ def _scan(root: Path) -> tuple[StaticFile, ...]:
                 filename=path.name,
                 project=str(name),
                 version=str(version),
-                sha256=_sha256_file(path),
+                sha256=sha256_file(path),
                 size=path.stat().st_size,
                 metadata_sha256=_sha256(metadata),
                 requires_python=str(requires_python).strip() if requires_python else None,

@@ -13,7 +13,6 @@ a stale passing record never survives a failing re-audit.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -22,6 +21,7 @@ from typing import Any
 
 from release.audit.model import AuditResult
 from release.errors import CheckFailed, InputError, StepFailed
+from release.hashing import sha256_file
 
 __all__ = [
     "RECORD_SUFFIX",
@@ -71,14 +71,6 @@ def write_record(result: AuditResult) -> Path:
     return target
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def load_record(wheel: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and validate the record of ``wheel``; InputError when missing or malformed."""
     target = record_path(wheel)
@@ -106,7 +98,7 @@ def require_passing(wheel: str | os.PathLike[str], *, policy_sha256: str | None 
     data = load_record(path)
     if data["wheel"] != path.name:
         raise CheckFailed(f"{path.name}: its audit record is for {data['wheel']}")
-    if data["sha256"] != _sha256(path):
+    if data["sha256"] != sha256_file(path):
         raise CheckFailed(
             f"{path.name}: the wheel changed after it was audited (sha256 differs); audit it again"
         )

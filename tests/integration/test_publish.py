@@ -33,13 +33,13 @@ from conftest_index import (
 
 from release import proc
 from release.errors import CheckFailed, StepFailed
+from release.hashing import sha256_file
 from release.index_client import ChannelRule, check_channels, read_project, remote_hashes
 from release.publish import (
     STOP_AFTER_ENV,
     execute_publish,
     prepare_publish,
     publish,
-    sha256_file,
 )
 from release.servers import LocalIndex, attach, local_index, start_detached, stop
 from release.static_index import build_static_index
