@@ -161,7 +161,10 @@ def run_release(
         def smoke(row: Row = row, rep: RowReport = rep) -> str:
             assert rep.wheel is not None
             python = find_python(row.python, env=env).path
-            outcome = smoke_wheel(row, policy.project, rep.wheel, python)
+            from release.channels import rules_for
+
+            channels = sorted({r.index_url for r in rules_for(policy, row) if r.index_url != "pypi"})
+            outcome = smoke_wheel(row, policy.project, rep.wheel, python, extra_index_urls=channels, env=env)
             write_smoke(rep.wheel, row, outcome)
             if not outcome.passed:
                 raise CheckFailed(next(line for line in outcome.lines if line.startswith("✗")))

@@ -212,9 +212,9 @@ def evaluate(row: Row, probe: Mapping[str, Any], cpp: Mapping[str, Any] | None =
     return Outcome(ok, executed, tuple(lines), libcudart, skipped, dict(probe))
 
 
-def pip_env() -> dict[str, str]:
+def pip_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """An environment that ignores this machine's pip configuration (constraints, local indexes)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env = {k: v for k, v in (os.environ if base is None else base).items() if not k.startswith("PIP_")}
     env["PIP_CONFIG_FILE"] = os.devnull
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     return env
@@ -249,9 +249,11 @@ def smoke_wheel(
     index_url: str | None = None,
     extra_index_urls: Sequence[str] = (),
     workdir: Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Outcome:
     """Fresh venv with ``python``, install ``wheel`` and its dependencies, probe, judge."""
-    keep = os.environ.get("WHEELWRIGHT_KEEP_TMP") == "1"
+    base = dict(os.environ if env is None else env)
+    keep = base.get("WHEELWRIGHT_KEEP_TMP") == "1"
     wheel = wheel.resolve()  # pip runs in the temporary folder
     tmp = Path(tempfile.mkdtemp(prefix=f"ww-smoke-{row.id}-", dir=workdir))
     try:
@@ -267,14 +269,12 @@ def smoke_wheel(
                 "pip",
                 *install_args(wheel, None, index_url=index_url, extra_index_urls=extra_index_urls),
             ],
-            env=pip_env(),
+            env=pip_env(base),
             check=True,
             cwd=tmp,
         )
         _log(row, f"importing {project.import_name} and running {project.check}")
-        clean = {
-            k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME")
-        }
+        clean = {k: v for k, v in base.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME")}
         result = run(
             [str(vpy), "-c", PROBE, project.import_name, project.check, project.sdk or "", row.variant],
             env=clean,
