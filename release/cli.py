@@ -245,6 +245,11 @@ def cmd_release(args: argparse.Namespace) -> int:
         return 0
     if args.check_only or args.verify_only or args.skip_variant:
         raise InputError("--check-only, --verify-only and --skip-variant only apply with --publish-only")
+    if not policy.target(target).rehearsal and len(rows) != len(expand(policy)):
+        raise InputError(
+            f"target {target!r} is not a rehearsal target: it takes only the whole release "
+            f"({len(expand(policy))} rows), not a selection of {len(rows)}; use --rehearsal for a part"
+        )
     if args.rehearsal and args.target and not policy.target(args.target).rehearsal:
         raise InputError(f"--rehearsal publishes only to a rehearsal target; {args.target!r} is not one")
     dirty = [] if args.allow_dirty else git_dirty(Path(policy.path).resolve().parent)
