@@ -62,3 +62,25 @@ def test_release_needs_a_target() -> None:
     )
     assert proc.returncode == 2
     assert "name the target" in proc.stderr
+
+
+def test_production_target_refuses_a_selection_before_building() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "release",
+            "release",
+            "--target",
+            "production",
+            "--allow-dirty",
+            "cpu-py312-x86_64",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "takes only the whole release (32 rows), not a selection of 1" in proc.stderr
+    assert "==> " not in proc.stderr  # nothing was started
