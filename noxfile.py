@@ -18,7 +18,7 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from release.cli import host_platform
+from release.build import host_platform
 from release.errors import WheelwrightError
 from release.matrix import Row, expand
 from release.policy import load_policy

@@ -703,19 +703,6 @@ def build_row(
     ToolError (exit 3) for a missing tool (toolchain, Python, container engine) and
     StepFailed (exit 4) when a step fails; either way nothing is left in ``dist_dir``.
     """
-    if dry_run:
-        plan = plan_row(
-            row,
-            policy_path=policy_path,
-            dist_dir=dist_dir,
-            cache_dir=cache_dir,
-            project_dir=project_dir,
-            backend=backend,
-            env=env,
-            kernel_cache=kernel_cache,
-        )
-        print(plan.render())
-        return []
     s = _setup(
         row,
         policy_path=policy_path,
@@ -725,8 +712,11 @@ def build_row(
         backend=backend,
         env=env,
         kernel_cache=kernel_cache,
-        install=True,
+        install=not dry_run,
     )
+    if dry_run:
+        print(_plan(s, Path("$WORK")).render())
+        return []
     if s.backend == "container":
         with _work_dir(row, s.base) as work:
             return [_build_container(s, _plan(s, work), work)]

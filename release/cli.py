@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform as _platform
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from release.build import host_platform
 from release.errors import InputError, SelectionError, WheelwrightError
 from release.matrix import (
     Offered,
@@ -26,11 +26,6 @@ from release.policy import Policy, load_policy
 
 PLAN_JSON_VERSION = 1
 DEFAULT_POLICY = "rows.toml"
-
-
-def host_platform() -> str:
-    machine = _platform.machine()
-    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine.lower(), machine)
 
 
 def _load_offered(path: str | None) -> Offered | None:

@@ -24,6 +24,7 @@ from release.hashing import sha256_file
 from release.matrix import Row
 from release.policy import Project
 from release.proc import run
+from release.toolchain import NO_PIP_CONFIG
 
 SMOKE_RECORD_VERSION = 1
 
@@ -215,9 +216,7 @@ def evaluate(row: Row, probe: Mapping[str, Any], cpp: Mapping[str, Any] | None =
 def pip_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """An environment that ignores this machine's pip configuration (constraints, local indexes)."""
     env = {k: v for k, v in (os.environ if base is None else base).items() if not k.startswith("PIP_")}
-    env["PIP_CONFIG_FILE"] = os.devnull
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    return env
+    return {**env, **NO_PIP_CONFIG}
 
 
 def install_args(

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from release.cli import host_platform
+from release.build import host_platform
 from release.matrix import expand
 from release.policy import load_policy
 

@@ -110,3 +110,12 @@ def test_install_args_neutral_and_ordered() -> None:
     assert args[:2] == ["install", "--isolated"]
     assert args[-1] == "tinyaxpy"
     assert args.index("--index-url") < args.index("--extra-index-url")
+
+
+def test_unreadable_sdk_fails(rows: dict[str, Row]) -> None:
+    loaded = [f"{SITE}/nvidia/cu13/lib/libcudart.so.13"]
+    out = evaluate(
+        rows["cu130-py312-x86_64"], probe(loaded=loaded, sdk_error="tinyaxpy:sdk_paths returned str")
+    )
+    assert not out.passed
+    assert "the SDK paths could not be read" in "\n".join(out.lines)
