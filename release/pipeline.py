@@ -113,6 +113,7 @@ def run_release(
 
     env = dict(os.environ if env is None else env)
     psha = policy_sha256(policy)
+    target = policy.target(target_name)
     reports = [RowReport(r) for r in rows]
     todo: list[RowReport] = []
     for rep in reports:
@@ -146,11 +147,7 @@ def run_release(
 
         def audit(row: Row = row, rep: RowReport = rep) -> str:
             assert rep.wheel is not None
-            limit = (
-                None
-                if policy.target(target_name).local_server
-                else policy.target(target_name).indexes[row.variant].max_wheel_mib
-            )
+            limit = None if target.local_server else target.indexes[row.variant].max_wheel_mib
             exp = dataclasses.replace(Expectation.from_row(row, max_wheel_mib=limit), policy_sha256=psha)
             result = audit_wheel(rep.wheel, exp, cache_dir=cache_dir)
             write_audit(result)
