@@ -18,10 +18,10 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from release.build import host_platform
-from release.errors import WheelwrightError
-from release.matrix import Row, expand
-from release.policy import load_policy
+from release.core.errors import WheelwrightError
+from release.core.machine import host_platform
+from release.policy.load import load_policy
+from release.policy.matrix import Row, expand
 
 nox.needs_version = ">=2026.10.20"
 nox.options.default_venv_backend = "none"

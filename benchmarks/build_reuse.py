@@ -29,16 +29,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from release.build import (  # noqa: E402
-    build_row,
-    default_cache_dir,
-    ensure_build_venv,
-    find_python,
-    host_platform,
-)
-from release.matrix import Row, expand  # noqa: E402
-from release.policy import load_policy  # noqa: E402
-from release.toolchain import resolve_toolchain  # noqa: E402
+from release.build.python import ensure_build_venv, find_python  # noqa: E402
+from release.build.run import build_row  # noqa: E402
+from release.build.toolchain import resolve_toolchain  # noqa: E402
+from release.core.machine import default_cache_dir, host_platform  # noqa: E402
+from release.policy.load import load_policy  # noqa: E402
+from release.policy.matrix import Row, expand  # noqa: E402
 
 TARGET_RATIO = 0.5
 

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from release.build import host_platform
-from release.errors import InputError, SelectionError, WheelwrightError
-from release.matrix import (
+from release.core.errors import InputError, SelectionError, WheelwrightError
+from release.core.machine import host_platform
+from release.policy.load import load_policy
+from release.policy.matrix import (
     Offered,
     Row,
     check_offered,
@@ -22,7 +23,7 @@ from release.matrix import (
     pick_pr_row,
     select,
 )
-from release.policy import Policy, load_policy
+from release.policy.model import Policy
 
 PLAN_JSON_VERSION = 1
 DEFAULT_POLICY = "rows.toml"
@@ -141,9 +142,9 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
-    from release.build import find_python
-    from release.dist import row_matches_wheel, the_wheel
-    from release.smoke import smoke_wheel, write_record
+    from release.build.python import find_python
+    from release.records import row_matches_wheel, the_wheel
+    from release.smoke.run import smoke_wheel, write_record
 
     policy, rows = _rows_from_args(args)
     if args.wheel and len(rows) != 1:
@@ -176,7 +177,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from release.publishing import publish_rows
+    from release.publish.rows import publish_rows
 
     policy, rows = _rows_from_args(args)
     reports = publish_rows(
@@ -195,7 +196,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from release.build import build_row, default_cache_dir
+    from release.build.run import build_row
+    from release.core.machine import default_cache_dir
 
     policy, rows = _rows_from_args(args)
     built = 0
@@ -218,7 +220,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_release(args: argparse.Namespace) -> int:
     from release.pipeline import git_dirty, left_out_lines, render_summary, run_release
-    from release.publishing import publish_rows
+    from release.publish.rows import publish_rows
 
     policy, rows = _rows_from_args(args)
     target = args.target or ("rehearsal" if args.rehearsal else None)
@@ -254,7 +256,7 @@ def cmd_release(args: argparse.Namespace) -> int:
             f"the working tree has uncommitted changes ({shown}); a release is built from committed "
             "sources only. Commit or stash them (or pass --allow-dirty for a local experiment)."
         )
-    from release.build import default_cache_dir
+    from release.core.machine import default_cache_dir
 
     reports, install, published = run_release(
         policy,
@@ -288,7 +290,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_channels(args: argparse.Namespace) -> int:
-    from release.channels import check_rows
+    from release.publish.channels import check_rows
 
     policy, rows = _rows_from_args(args)
     findings = check_rows(policy, rows)
@@ -303,7 +305,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     """Wheels given as files are audited as they are; a row id or glob (what the nox
     sessions pass) means that row's wheel in --dist."""
     from release.audit.cli import cmd_audit as audit_files
-    from release.dist import the_wheel
+    from release.records import the_wheel
 
     resolved: list[str] = []
     policy: Policy | None = None

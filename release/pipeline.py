@@ -16,10 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from release.errors import CheckFailed, InputError, ToolError, WheelwrightError
-from release.matrix import Row
-from release.policy import Policy
-from release.proc import run
+from release.core.errors import CheckFailed, InputError, ToolError, WheelwrightError
+from release.core.proc import run
+from release.policy.matrix import Row
+from release.policy.model import Policy
 
 STEPS = ("build", "audit", "smoke", "publish")
 
@@ -51,11 +51,11 @@ def git_dirty(repo: Path) -> list[str]:
 
 def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path) -> str | None:
     """None when this machine can build the row, else the reason it cannot (said, not hidden)."""
-    from release.toolchain import resolve_toolchain
+    from release.build.toolchain import resolve_toolchain
 
     if row.platform != host:
         return f"this machine is {host}; {row.platform} rows build on {row.platform} runners"
-    from release.build import find_python
+    from release.build.python import find_python
 
     try:
         find_python(row.python, env=env)
@@ -106,10 +106,11 @@ def run_release(
     from release.audit.model import Expectation
     from release.audit.record import write_record as write_audit
     from release.audit.run import audit_wheel
-    from release.build import build_row, find_python
-    from release.publishing import policy_sha256, publish_rows
-    from release.smoke import smoke_wheel
-    from release.smoke import write_record as write_smoke
+    from release.build.python import find_python
+    from release.build.run import build_row
+    from release.publish.rows import policy_sha256, publish_rows
+    from release.smoke.run import smoke_wheel
+    from release.smoke.run import write_record as write_smoke
 
     env = dict(os.environ if env is None else env)
     psha = policy_sha256(policy)
@@ -128,7 +129,7 @@ def run_release(
         raise CheckFailed("no row of the selection can be built here; nothing to release")
     _say(f"release: {len(todo)} row(s) to build, audit and smoke-test; {len(reports) - len(todo)} left out")
     if policy.dependencies:
-        from release.channels import check_rows
+        from release.publish.channels import check_rows
 
         _say("checking dependency channels before building")
         check_rows(policy, [r.row for r in todo])  # CheckFailed names the dependency and the arch
@@ -158,7 +159,7 @@ def run_release(
         def smoke(row: Row = row, rep: RowReport = rep) -> str:
             assert rep.wheel is not None
             python = find_python(row.python, env=env).path
-            from release.channels import rules_for
+            from release.publish.channels import rules_for
 
             channels = sorted({r.index_url for r in rules_for(policy, row) if r.index_url != "pypi"})
             outcome = smoke_wheel(row, policy.project, rep.wheel, python, extra_index_urls=channels, env=env)
@@ -206,8 +207,9 @@ def run_release(
             if p and name in p.skipped
             else "FAIL: not on the index"
         )
-    from release.publishing import install_line
-    from release.smoke import check_resolution, resolved_wheel
+    from release.publish.rows import install_line
+    from release.smoke.evaluate import check_resolution
+    from release.smoke.run import resolved_wheel
 
     default = by_variant.get("cpu")
     for variant, p in sorted(by_variant.items()):

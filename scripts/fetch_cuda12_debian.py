@@ -45,8 +45,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from release.errors import InputError, StepFailed, ToolError, WheelwrightError  # noqa: E402
-from release.proc import Result, run  # noqa: E402
+from release.core.errors import InputError, StepFailed, ToolError, WheelwrightError  # noqa: E402
+from release.core.proc import Result, run  # noqa: E402
 
 SUITE = "trixie"
 COMPONENTS = ("main", "contrib", "non-free", "non-free-firmware")

@@ -44,10 +44,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from release import proc
+from release.audit.elf import ElfError, read_elf
 from release.audit.model import AbiReport, Member, WheelFile
-from release.elf import ElfError, read_elf
-from release.errors import StepFailed, ToolError
+from release.core import proc
+from release.core.errors import StepFailed, ToolError
 
 __all__ = ["AUDITWHEEL_PINNED", "AbiRunner", "main"]
 

@@ -17,14 +17,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from release.archs import ArchSyntaxError, parse_arch_list
 from release.audit.model import Expectation
 from release.audit.record import write_record
 from release.audit.report import render_gpu_markdown, render_json, render_text
 from release.audit.run import audit_wheel, expectation_for_wheel
-from release.errors import InputError
-from release.matrix import Row, expand
-from release.policy import Policy, load_policy
+from release.core.errors import InputError
+from release.policy.archs import ArchSyntaxError, parse_arch_list
+from release.policy.load import load_policy
+from release.policy.matrix import Row, expand
+from release.policy.model import Policy
 
 __all__ = ["add_audit_parser", "cmd_audit"]
 

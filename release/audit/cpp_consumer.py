@@ -29,8 +29,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from release import proc
 from release.audit.model import Contents, Expectation, Finding, Library, fail, ok
+from release.core import proc
 
 CHECK = "cpp_consumer"
 HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".hxx")  # top-level SDK headers

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from release.archs import Arch, torch_cuda_arch_list
 from release.audit.model import Contents, Expectation, Finding, Library, arch_label, fail, label_sort_key, ok
+from release.policy.archs import Arch, torch_cuda_arch_list
 
 CHECK = "device_code"
 

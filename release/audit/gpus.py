@@ -1,10 +1,10 @@
 """Check ``gpus``: which named GPUs each library runs on, per translation unit.
 
-For every GPU of :data:`release.archs.GPUS` and every library with device code:
+For every GPU of :data:`release.policy.archs.GPUS` and every library with device code:
 
 * ``native``: every fatbinary (one per translation unit) of the library has SASS that
-  runs on the GPU (:func:`release.archs.sass_runs_on`);
-* ``ptx-jit``: every fatbinary has SASS or PTX for it (:func:`release.archs.ptx_runs_on`),
+  runs on the GPU (:func:`release.policy.archs.sass_runs_on`);
+* ``ptx-jit``: every fatbinary has SASS or PTX for it (:func:`release.policy.archs.ptx_runs_on`),
   some only PTX: the driver JIT-compiles on first use (slow start, needs a new enough
   driver);
 * ``none``: some fatbinary has neither: its kernels cannot run on that GPU.
@@ -18,9 +18,9 @@ library is not native. The whole table is the "which GPUs can run this wheel" re
 
 from __future__ import annotations
 
-from release.archs import GPUS, Support, ptx_runs_on, sass_runs_on
+from release.audit.fatbin import Fatbinary
 from release.audit.model import Contents, Expectation, Finding, GpuRow, Library, fail, ok
-from release.fatbin import Fatbinary
+from release.policy.archs import GPUS, Support, ptx_runs_on, sass_runs_on
 
 CHECK = "gpus"
 _RANK: dict[Support, int] = {"native": 2, "ptx-jit": 1, "none": 0}

@@ -9,9 +9,9 @@ decide what a failed inspection means (for a CUDA wheel: a failing finding).
 
 from __future__ import annotations
 
+from release.audit.elf import ElfError, read_elf
+from release.audit.fatbin import FatbinError, has_device_code, read_fatbins
 from release.audit.model import Library, Member, WheelFile, is_library_name
-from release.elf import ElfError, read_elf
-from release.fatbin import FatbinError, has_device_code, read_fatbins
 
 __all__ = ["inspect_libraries", "inspect_member"]
 

@@ -27,7 +27,7 @@ import posixpath
 import re
 
 from release.audit.model import Contents, Expectation, Finding, Library, fail, ok
-from release.policy import CudaPackage
+from release.policy.model import CudaPackage
 
 CHECK = "loader"
 

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from release.archs import Arch, Support
+from release.policy.archs import Arch, Support
 
 if TYPE_CHECKING:  # types only: the auditwheel child processes import this module too
-    from release.elf import ElfInfo
-    from release.fatbin import Fatbinary
-    from release.matrix import Row
-    from release.policy import CudaPackage, Policy
+    from release.audit.elf import ElfInfo
+    from release.audit.fatbin import Fatbinary
+    from release.policy.matrix import Row
+    from release.policy.model import CudaPackage, Policy
 
 # Every check, in report order. `cross_check` runs only when asked for (--cross-check).
 CHECKS: tuple[str, ...] = (
@@ -302,7 +302,7 @@ class Contents:
 
 @dataclass(frozen=True)
 class GpuRow:
-    """One named GPU of :data:`release.archs.GPUS` and how each library runs on it."""
+    """One named GPU of :data:`release.policy.archs.GPUS` and how each library runs on it."""
 
     name: str
     major: int

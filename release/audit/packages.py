@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from release.audit.model import Contents, Expectation, Finding, fail, ok
-from release.policy import CudaPackage
+from release.policy.model import CudaPackage
 
 CHECK = "packages"
 _EXTRA_MARKER = re.compile(r"\bextra\b")

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from release.audit.model import AuditResult
-from release.errors import CheckFailed, InputError, StepFailed
-from release.hashing import sha256_file
+from release.core.errors import CheckFailed, InputError, StepFailed
+from release.core.hashing import sha256_file
 
 __all__ = [
     "RECORD_SUFFIX",

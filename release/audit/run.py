@@ -36,9 +36,9 @@ from release.audit.abi import AbiRunner
 from release.audit.inspect import inspect_libraries
 from release.audit.model import AuditResult, Contents, Expectation, Finding, fail, ok
 from release.audit.wheel import open_wheel
-from release.errors import InputError
-from release.matrix import Row
-from release.policy import Policy
+from release.core.errors import InputError
+from release.policy.matrix import Row
+from release.policy.model import Policy
 
 __all__ = ["CHECK_FUNCTIONS", "audit_wheel", "expectation_for_wheel"]
 
@@ -92,7 +92,7 @@ def expectation_for_wheel(path: str | os.PathLike[str], policy: Policy, rows: Se
 
 
 def _cross_check(contents: Contents, cache_dir: Path) -> list[Finding]:
-    from release import cuobjdump
+    from release.audit import cuobjdump
 
     tool = cuobjdump.ensure_cuobjdump(cache_dir)
     version = cuobjdump.cuobjdump_version(tool)

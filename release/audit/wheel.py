@@ -14,7 +14,7 @@ is ever written outside that directory:
   is an issue, and its partial file is removed.
 
 A file that is not a zip archive, or a name that is not a wheel file name, is an
-:class:`~release.errors.InputError` (exit 2). Everything else becomes findings.
+:class:`~release.core.errors.InputError` (exit 2). Everything else becomes findings.
 
 Members are extracted by a few threads (zlib and hashlib release the GIL), largest
 first, each thread with its own handle on the archive. ``on_extracted`` is called
@@ -48,7 +48,7 @@ from typing import BinaryIO
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from release.audit.model import Member, WheelFile, ZipIssue
-from release.errors import InputError, StepFailed
+from release.core.errors import InputError, StepFailed
 
 __all__ = ["KEEP_ENV", "open_wheel", "safe_member_name"]
 

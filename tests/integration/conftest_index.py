@@ -4,7 +4,7 @@ local index (pypiserver), and a fresh venv to install into.
 Fixtures are declared with ``name=``, so importing their functions (``fixture_<name>``)
 into a test module or a conftest registers them under their fixture names:
 
-- ``local_index_server``: a running :class:`release.servers.LocalIndex` for
+- ``local_index_server``: a running :class:`release.publish.index_server.LocalIndex` for
   variants cpu, cu126 and cu130, files under ``tmp_path/index``; stopped after the test.
 - ``tiny_wheel_factory(dest, version=..., tag=..., payload=...)``: build a real wheel.
 - ``audited_wheel_factory(dest, ..., passed=True)``: a wheel plus its audit record.
@@ -26,8 +26,8 @@ from typing import Protocol
 
 import pytest
 
-from release import proc
-from release.servers import LocalIndex, local_index
+from release.core import proc
+from release.publish.local_index import LocalIndex, local_index
 
 POLICY_SHA256 = hashlib.sha256(b"rows.toml used by the publishing tests\n").hexdigest()
 PROJECT = "wwdemo"

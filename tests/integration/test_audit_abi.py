@@ -15,11 +15,11 @@ from typing import Literal
 
 import pytest
 
-from release import proc
 from release.audit.abi import AbiRunner
 from release.audit.inspect import inspect_libraries
 from release.audit.model import AbiReport
 from release.audit.wheel import open_wheel
+from release.core import proc
 
 pytestmark = pytest.mark.integration
 

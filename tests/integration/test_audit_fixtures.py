@@ -24,7 +24,7 @@ import pytest
 
 from release.audit.cli import add_audit_parser
 from release.audit.model import CHECKS
-from release.errors import WheelwrightError
+from release.core.errors import WheelwrightError
 
 pytestmark = pytest.mark.integration
 
@@ -159,9 +159,9 @@ def test_bad_arguments_are_bad_input() -> None:
 
 
 def test_record_written_and_accepted_by_publish(tmp_path: Path) -> None:
-    from release.policy import load_policy
-    from release.publish import check_audit_record
-    from release.publishing import policy_sha256
+    from release.policy.load import load_policy
+    from release.publish.plan import check_audit_record
+    from release.publish.rows import policy_sha256
 
     by_id = {c["id"]: c for c in CASES}
     good = shutil.copy(WHEELS / by_id["fx_good_cu130"]["wheel"], tmp_path)

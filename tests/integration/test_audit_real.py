@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from release.archs import parse_arch_list
 from release.audit.model import AuditResult, Expectation
 from release.audit.run import audit_wheel
-from release.policy import load_policy
+from release.policy.archs import parse_arch_list
+from release.policy.load import load_policy
 
 pytestmark = pytest.mark.integration
 

@@ -27,13 +27,15 @@ from typing import Any
 
 import pytest
 
-from release.archs import Arch
-from release.build import build_row, default_cache_dir, detect_engine
-from release.elf import read_elf
-from release.errors import StepFailed, ToolError
-from release.fatbin import all_entries, has_device_code
-from release.matrix import Row, expand
-from release.policy import load_policy
+from release.audit.elf import read_elf
+from release.audit.fatbin import all_entries, has_device_code
+from release.build.engine import detect_engine
+from release.build.run import build_row
+from release.core.errors import StepFailed, ToolError
+from release.core.machine import default_cache_dir
+from release.policy.archs import Arch
+from release.policy.load import load_policy
+from release.policy.matrix import Row, expand
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +56,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _host_has_nvcc_13_0() -> bool:
-    from release.toolchain import resolve_toolchain
+    from release.build.toolchain import resolve_toolchain
 
     try:
         tc = resolve_toolchain(ROWS["cu130-py312-x86_64"], env=_env(), cache_dir=CACHE, install=False)
@@ -242,7 +244,7 @@ def test_cu132_with_the_pinned_pypi_toolchain(tmp_path: Path) -> None:
 
 def test_cpu_row_gives_a_cpu_wheel_on_a_machine_with_nvcc(tmp_path: Path) -> None:
     """The variant comes from the row: CUDA_HOME, an arch list and nvcc flags in the shell change nothing."""
-    from release.toolchain import probe_nvcc
+    from release.build.toolchain import probe_nvcc
 
     env = _env(TORCH_CUDA_ARCH_LIST="8.0;9.0+PTX", NVCC_APPEND_FLAGS="-arch=sm_80", TINYAXPY_VARIANT="cu130")
     nvcc = [Path(p) / "nvcc" for p in env["PATH"].split(os.pathsep) if (Path(p) / "nvcc").is_file()]
@@ -335,7 +337,7 @@ def test_a_failed_compile_leaves_nothing_in_dist(tmp_path: Path, keep: bool) -> 
 
 def test_a_wheel_of_another_variant_is_refused(tmp_path: Path) -> None:
     """If the project ignored the variant it was given, the wheel never reaches dist/."""
-    from release.build import check_wheel_name
+    from release.build.output import check_wheel_name
 
     row = ROWS["cpu-py312-x86_64"]
     with pytest.raises(StepFailed, match=r"has \+cu130, the row needs no local label"):
@@ -456,7 +458,7 @@ def test_dry_run_of_a_pypi_row_installs_nothing(tmp_path: Path, capfd: pytest.Ca
 
 def test_find_python_skips_a_wrong_python_and_says_what_it_tried(tmp_path: Path) -> None:
     """A fake python3.12 that is really 3.11 is skipped; a missing version names every place looked."""
-    from release.build import find_python
+    from release.build.python import find_python
 
     fake = tmp_path / "bin"
     fake.mkdir()
@@ -482,7 +484,7 @@ def test_find_python_skips_a_wrong_python_and_says_what_it_tried(tmp_path: Path)
 
 @needs_host_nvcc
 def test_plan_row_is_the_dry_run_as_a_value(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    from release.build import plan_row
+    from release.build.run import plan_row
 
     row = ROWS["cu130-py312-x86_64"]
     kwargs: dict[str, Any] = {

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from conftest_index import build_tiny_wheel
 
-from release.channels import check_rows, rules_for
-from release.errors import CheckFailed
-from release.matrix import expand
-from release.policy import load_policy
-from release.servers import local_index
+from release.core.errors import CheckFailed
+from release.policy.load import load_policy
+from release.policy.matrix import expand
+from release.publish.channels import check_rows, rules_for
+from release.publish.local_index import local_index
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
@@ -44,7 +44,7 @@ def test_channel_with_nothing_for_aarch64_fails_before_build(tmp_path: Path) -> 
 
 
 def test_dependency_keys_validated(tmp_path: Path) -> None:
-    from release.errors import PolicyError
+    from release.core.errors import PolicyError
 
     bad = _policy_with(tmp_path, '[[dependency]]\npackage = "torchao"\nindex = "cuda"\n')
     with pytest.raises(PolicyError, match=r"dependency\[0\]\.index: 'cuda' is neither"):

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import fetch_cuda12_debian as fetch
 
-from release.proc import run
+from release.core.proc import run
 
 CU12_RPATH = "$ORIGIN/../nvidia/cuda_runtime/lib"
 ARCHS = ("75", "80", "90")

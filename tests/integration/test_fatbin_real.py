@@ -24,8 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from release import proc
-from release.cuobjdump import (
+from release.audit.cuobjdump import (
     cross_check,
     ensure_cuobjdump,
     expected_listing,
@@ -33,9 +32,10 @@ from release.cuobjdump import (
     list_device_code,
     parse_listing,
 )
-from release.elf import ElfError, is_elf, read_elf
-from release.errors import InputError, ToolError
-from release.fatbin import FatbinError, all_entries, has_device_code, read_fatbins
+from release.audit.elf import ElfError, is_elf, read_elf
+from release.audit.fatbin import FatbinError, all_entries, has_device_code, read_fatbins
+from release.core import proc
+from release.core.errors import InputError, ToolError
 
 pytestmark = pytest.mark.integration
 
@@ -485,7 +485,7 @@ def test_header_only_read_is_fast_and_small(tmp_path: Path) -> None:
     lib = _largest_device_library(tmp_path)
     code = (
         "import resource, sys, time\n"
-        "from release.fatbin import read_fatbins\n"
+        "from release.audit.fatbin import read_fatbins\n"
         "t = time.perf_counter()\n"
         "fbs = read_fatbins(sys.argv[1])\n"
         "dt = time.perf_counter() - t\n"

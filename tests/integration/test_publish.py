@@ -31,19 +31,16 @@ from conftest_index import (
     write_audit_record,
 )
 
-from release import proc
-from release.errors import CheckFailed, StepFailed
-from release.hashing import sha256_file
-from release.index_client import ChannelRule, check_channels, read_project, remote_hashes
-from release.publish import (
-    STOP_AFTER_ENV,
-    execute_publish,
-    prepare_publish,
-    publish,
-)
-from release.servers import LocalIndex, attach, local_index, start_detached, stop
-from release.static_index import build_static_index
-from release.targets import IndexTarget, Target
+from release.core import proc
+from release.core.errors import CheckFailed, StepFailed
+from release.core.hashing import sha256_file
+from release.policy.targets import IndexTarget, Target
+from release.publish.channels import ChannelRule, check_channels
+from release.publish.index_client import read_project, remote_hashes
+from release.publish.local_index import LocalIndex, attach, local_index, start_detached, stop
+from release.publish.plan import STOP_AFTER_ENV
+from release.publish.static_index import build_static_index
+from release.publish.upload import execute_publish, prepare_publish, publish
 
 pytestmark = pytest.mark.integration
 
@@ -272,7 +269,7 @@ _PUBLISH_SCRIPT = """
 import json, sys
 from pathlib import Path
 from release.publish import publish
-from release.targets import IndexTarget, Target
+from release.policy.targets import IndexTarget, Target
 t = json.loads(sys.argv[1])
 target = Target(t["name"], t["rehearsal"], {v: IndexTarget(**i) for v, i in t["indexes"].items()})
 publish(Path(sys.argv[2]), target, variant="cu130", policy_sha256=sys.argv[3])

@@ -1,4 +1,4 @@
-"""The release-level publish guards (release/publishing.py) against a real local index:
+"""The release-level publish guards (release/publish/rows.py) against a real local index:
 every refusal uploads nothing, and each guard has a case that must fail it and one that passes."""
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from conftest_index import build_tiny_wheel, write_audit_record
 
-from release.errors import CheckFailed, InputError
-from release.hashing import sha256_file
-from release.index_client import remote_hashes
-from release.matrix import Row, expand
-from release.policy import Policy, load_policy
-from release.publishing import publish_rows
-from release.servers import LocalIndex, local_index
+from release.core.errors import CheckFailed, InputError
+from release.core.hashing import sha256_file
+from release.policy.load import load_policy
+from release.policy.matrix import Row, expand
+from release.policy.model import Policy
+from release.publish.index_client import remote_hashes
+from release.publish.local_index import LocalIndex, local_index
+from release.publish.rows import publish_rows
 
 pytestmark = pytest.mark.integration
 TAG = "cp312-cp312-manylinux_2_28_x86_64"

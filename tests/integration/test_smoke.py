@@ -12,11 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from release.build import build_row, default_cache_dir, find_python
-from release.matrix import Row, expand
-from release.policy import Policy, load_policy
-from release.servers import local_index
-from release.smoke import check_resolution, resolved_wheel, smoke_wheel, write_record
+from release.build.python import find_python
+from release.build.run import build_row
+from release.core.machine import default_cache_dir
+from release.policy.load import load_policy
+from release.policy.matrix import Row, expand
+from release.policy.model import Policy
+from release.publish.local_index import local_index
+from release.smoke.evaluate import check_resolution
+from release.smoke.run import resolved_wheel, smoke_wheel, write_record
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration, pytest.mark.network]  # the runtime wheel comes from the default index

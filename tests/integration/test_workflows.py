@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from release.matrix import expand, github_matrix
-from release.policy import load_policy
+from release.policy.load import load_policy
+from release.policy.matrix import expand, github_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))

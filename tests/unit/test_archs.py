@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from release.archs import (
+from release.policy.archs import (
     ArchSyntaxError,
     cmake_cuda_architectures,
     nvcc_gencode_flags,

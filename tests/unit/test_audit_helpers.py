@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from release.archs import parse_arch_list
+from release.audit.elf import ElfInfo
+from release.audit.fatbin import Fatbinary, FatbinEntry
 from release.audit.model import AbiReport, Contents, Expectation, Library, Member, WheelFile
-from release.elf import ElfInfo
-from release.fatbin import Fatbinary, FatbinEntry
-from release.policy import CudaPackage
+from release.policy.archs import parse_arch_list
+from release.policy.model import CudaPackage
 
 RUNTIME = CudaPackage(
     "nvidia-cuda-runtime", ("cuda-toolkit[cudart]",), ("libcudart.so.13",), "nvidia/cu13/lib"

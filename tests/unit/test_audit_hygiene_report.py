@@ -20,9 +20,9 @@ from release.audit.record import load_record, record_json, require_passing, writ
 from release.audit.report import render_gpu_markdown, render_json, render_text
 from release.audit.run import expectation_for_wheel
 from release.audit.wheel import open_wheel
-from release.errors import CheckFailed, InputError
-from release.matrix import expand
-from release.policy import load_policy
+from release.core.errors import CheckFailed, InputError
+from release.policy.load import load_policy
+from release.policy.matrix import expand
 
 NAME = "pkg-1.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
 FIXTURE_POLICY = Path(__file__).resolve().parents[1] / "fixtures" / "policy.toml"

@@ -8,7 +8,7 @@ from test_audit_helpers import CPU, RPATH, RUNTIME, contents, cuda, elf, fatbin,
 
 from release.audit import loader, packages
 from release.audit.model import Finding
-from release.policy import CudaPackage
+from release.policy.model import CudaPackage
 
 
 def failing(findings: list[Finding]) -> list[str]:

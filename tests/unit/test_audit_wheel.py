@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from release.audit.wheel import KEEP_ENV, open_wheel, safe_member_name
-from release.errors import InputError
+from release.core.errors import InputError
 
 NAME = "pkg-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
 

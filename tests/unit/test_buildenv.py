@@ -23,24 +23,24 @@ from pathlib import Path
 import pytest
 from cibuildwheel.options import BuildOptions, CommandLineArguments, compute_options
 
-from release.buildenv import (
-    BUILD_VENV_PINS,
+from release.build.environment import (
     CUDA_ENV_VARS,
-    CUDA_LIBRARY_EXCLUDES,
     BuildEnv,
     build_env_changes,
     build_environment,
-    build_plan,
     cibuildwheel_config,
     container_env_changes,
     env_prefix,
-    repair_argv,
-    repair_excludes,
+)
+from release.build.plan import (
+    BUILD_VENV_PINS,
+    build_plan,
     unmet_build_requires,
 )
-from release.matrix import CPU_IMAGE, Row, expand
-from release.policy import load_policy
-from release.toolchain import Toolchain
+from release.build.repair import CUDA_LIBRARY_EXCLUDES, repair_argv, repair_excludes
+from release.build.toolchain import Toolchain
+from release.policy.load import load_policy
+from release.policy.matrix import CPU_IMAGE, Row, expand
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS: tuple[Row, ...] = expand(load_policy(ROOT / "rows.toml"))

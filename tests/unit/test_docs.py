@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from release.policy import SCHEMA
+from release.policy.model import SCHEMA
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "rows-toml.md"
 

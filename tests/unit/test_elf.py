@@ -1,4 +1,4 @@
-"""release.elf on synthetic ELF files built byte by byte (and one real one)."""
+"""release.audit.elf on synthetic ELF files built byte by byte (and one real one)."""
 
 from __future__ import annotations
 
@@ -17,16 +17,8 @@ from synth_elf import (
     build_elf,
 )
 
-from release.elf import (
-    ElfError,
-    Section,
-    is_elf,
-    iter_section,
-    open_section,
-    read_elf,
-    section_bytes,
-)
-from release.errors import InputError
+from release.audit.elf import ElfError, Section, is_elf, iter_section, open_section, read_elf, section_bytes
+from release.core.errors import InputError
 
 DYNAMIC = [
     (DT_NEEDED, "libcudart.so.13"),

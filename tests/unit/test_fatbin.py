@@ -1,4 +1,4 @@
-"""release.fatbin on synthetic .nv_fatbin sections built byte by byte."""
+"""release.audit.fatbin on synthetic .nv_fatbin sections built byte by byte."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from synth_elf import SHT_NOBITS, SHT_PROGBITS, build_elf, fatbin_entry, fatbinary
 
-from release.elf import ElfError
-from release.errors import InputError
-from release.fatbin import (
+from release.audit.elf import ElfError
+from release.audit.fatbin import (
     Fatbinary,
     FatbinEntry,
     FatbinError,
@@ -20,6 +19,7 @@ from release.fatbin import (
     read_fatbins,
     target_name,
 )
+from release.core.errors import InputError
 
 SASS, PTX, LTOIR = 2, 1, 8
 A, F = 0x100000, 0x200000

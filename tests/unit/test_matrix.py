@@ -12,16 +12,10 @@ from pathlib import Path
 import pytest
 
 from release.cli import plan_json
-from release.errors import InputError, SelectionError
-from release.matrix import (
-    check_offered,
-    expand,
-    github_matrix,
-    load_offered,
-    pick_pr_row,
-    select,
-)
-from release.policy import Policy, load_policy
+from release.core.errors import InputError, SelectionError
+from release.policy.load import load_policy
+from release.policy.matrix import check_offered, expand, github_matrix, load_offered, pick_pr_row, select
+from release.policy.model import Policy
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "seed_plan.json"

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from release.build import host_platform
-from release.matrix import expand
-from release.policy import load_policy
+from release.core.machine import host_platform
+from release.policy.load import load_policy
+from release.policy.matrix import expand
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXED = {"plan", "matrix", "release", "tests", "lint"}

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from release.errors import PolicyError
-from release.policy import load_policy
+from release.core.errors import PolicyError
+from release.policy.load import load_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = ROOT / "tests" / "policies" / "bad"

@@ -11,37 +11,35 @@ from pathlib import Path
 
 import pytest
 
-from release.errors import CheckFailed, InputError, StepFailed
-from release.index_client import (
-    ChannelRule,
+from release.core.errors import CheckFailed, InputError, StepFailed
+from release.policy.targets import IndexTarget, Target
+from release.publish.channels import ChannelRule, check_channels, tag_arch
+from release.publish.index_client import (
     Redactor,
-    check_channels,
     parse_html_project,
     parse_json_project,
     redact_url,
     resolve_simple_url,
     split_userinfo,
-    tag_arch,
 )
-from release.publish import (
+from release.publish.local import collect_wheels
+from release.publish.plan import (
     LocalWheel,
     check_audit_record,
     check_local_set,
     check_release_complete,
     check_sizes,
     check_target_urls,
-    collect_wheels,
     credential_env_names,
     plan_publish,
-    publish,
     resolve_credentials,
     twine_command,
     twine_env,
     verify_published,
     wheel_variant,
 )
-from release.static_index import build_static_index, write_static_index
-from release.targets import IndexTarget, Target
+from release.publish.static_index import build_static_index, write_static_index
+from release.publish.upload import publish
 
 POLICY = "a" * 64
 W1 = "wwdemo-1.5.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"

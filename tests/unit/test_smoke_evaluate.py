@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from release.matrix import Row, expand
-from release.policy import load_policy
-from release.smoke import evaluate, install_args
+from release.policy.load import load_policy
+from release.policy.matrix import Row, expand
+from release.smoke.evaluate import evaluate
+from release.smoke.run import install_args
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = "/tmp/v/lib/python3.12/site-packages"

@@ -18,10 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from release.errors import PolicyError, ToolError
-from release.matrix import expand
-from release.policy import load_policy
-from release.toolchain import (
+from release.build.toolchain import (
     MANIFEST,
     check_pypi_pins,
     find_cudart,
@@ -33,6 +30,9 @@ from release.toolchain import (
     resolve_toolchain,
     version_matches,
 )
+from release.core.errors import PolicyError, ToolError
+from release.policy.load import load_policy
+from release.policy.matrix import expand
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = {r.id: r for r in expand(load_policy(ROOT / "rows.toml"))}

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from release.archs import Arch, cmake_cuda_architectures, torch_cuda_arch_list
-from release.errors import InputError, SelectionError
-from release.policy import CudaPackage, Policy
+from release.core.errors import InputError, SelectionError
+from release.policy.archs import Arch, cmake_cuda_architectures, torch_cuda_arch_list
+from release.policy.model import CudaPackage, Policy
 
 CPU_IMAGE = "default"  # cibuildwheel's own pinned manylinux image
 

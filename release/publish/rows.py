@@ -16,20 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from release.dist import read_record, wheels_for_row
-from release.errors import CheckFailed, InputError, StepFailed, WheelwrightError
-from release.hashing import sha256_file
-from release.matrix import Row, expand
-from release.policy import Policy
-from release.publish import (
-    PublishReport,
-    check_release_complete,
-    collect_audited_rows,
-    execute_publish,
-    prepare_publish,
-)
-from release.servers import LocalIndex, attach, start_detached
-from release.targets import Target
+from release.core.errors import CheckFailed, InputError, StepFailed, WheelwrightError
+from release.core.hashing import sha256_file
+from release.policy.matrix import Row, expand
+from release.policy.model import Policy
+from release.policy.targets import Target
+from release.publish.local import collect_audited_rows
+from release.publish.local_index import LocalIndex, attach, start_detached
+from release.publish.plan import PublishReport, check_release_complete
+from release.publish.upload import execute_publish, prepare_publish
+from release.records import read_record, wheels_for_row
 
 LOCAL_INDEX_DIR = Path(".wheelwright") / "index"
 
@@ -54,7 +50,7 @@ def ensure_local_index(
     so rehearsing again after a change never meets the last rehearsal's files).
     """
     if fresh:
-        from release.servers import stop
+        from release.publish.local_index import stop
 
         stop(root)
         import shutil
@@ -64,13 +60,13 @@ def ensure_local_index(
         index = attach(root)
         if set(variants) <= set(index.variants):
             return index
-        from release.servers import stop
+        from release.publish.local_index import stop
 
         stop(root)
     except StepFailed:
         pass
     print(
-        f"==> starting a local index under {root} (stop it: python -m release.servers stop --root {root})",
+        f"==> starting a local index under {root} (stop it: python -m release.publish.index_server stop --root {root})",
         file=sys.stderr,
     )
     return start_detached(list(variants), root)
@@ -239,12 +235,9 @@ def publish_rows(
 def install_line(project: str, simple_url: str, *, cuda: bool) -> str:
     """What a user types. A CUDA wheel's runtime packages come from the default index, so the
     CUDA index is the --index-url (it wins for the package) and the default index is extra."""
-    from release.index_client import resolve_simple_url
+    from release.publish.index_client import resolve_simple_url
 
     default = resolve_simple_url("pypi")
     if not cuda:
         return f"pip install {project} --index-url {simple_url}"
     return f"pip install {project} --index-url {simple_url} --extra-index-url {default}"
-
-
-__all__ = ["LOCAL_INDEX_DIR", "InputError", "destination", "install_line", "publish_rows"]

@@ -6,7 +6,7 @@ bytes it needs, so a 500 MB ``libtorch_cuda.so`` costs a few kilobytes of I/O.
 
 Everything that is wrong with a file (not ELF, truncated, a table or section
 outside the file, a string outside its table) raises :class:`ElfError`, an
-:class:`~release.errors.InputError` whose message names the file and the fault.
+:class:`~release.core.errors.InputError` whose message names the file and the fault.
 """
 
 from __future__ import annotations
@@ -19,19 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, NamedTuple, Self
 
-from release.errors import InputError
-
-__all__ = [
-    "ElfError",
-    "ElfInfo",
-    "Section",
-    "SectionReader",
-    "is_elf",
-    "iter_section",
-    "open_section",
-    "read_elf",
-    "section_bytes",
-]
+from release.core.errors import InputError
 
 ELF_MAGIC = b"\x7fELF"
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from release.errors import InputError
-from release.matrix import Row
+from release.core.errors import InputError
+from release.policy.matrix import Row
 
 DIST = Path("dist")
 

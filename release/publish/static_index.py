@@ -35,8 +35,8 @@ from urllib.parse import quote
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from release.errors import CheckFailed, InputError
-from release.hashing import sha256_file
+from release.core.errors import CheckFailed, InputError
+from release.core.hashing import sha256_file
 
 FILES_DIR = "files"
 API_VERSION = "1.1"

@@ -13,147 +13,28 @@ import difflib
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from release.archs import Arch, ArchSyntaxError, parse_arch
-from release.errors import InputError, PolicyError
-from release.targets import IndexTarget, Target
-
-SCHEMA_VERSION = 1
-MANYLINUX_ARCHS = ("x86_64", "aarch64", "ppc64le", "s390x", "i686", "armv7l")
-EnableDisable = Literal["enable", "disable"]
-
-# Every table of the schema: (required keys, optional keys). docs/rows-toml.md documents
-# each of them, and tests/unit/test_docs.py checks that the two never drift apart.
-SCHEMA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "top level": (("schema_version", "project", "matrix", "train"), ("exclude", "target", "dependency")),
-    "project": (("name", "path", "import_name", "check"), ("sdk",)),
-    "matrix": (
-        ("platforms", "pythons", "trains", "cpu_wheel", "manylinux"),
-        ("extra_variants",),
-    ),
-    "train.X.Y": (
-        ("variant", "builder_image", "gpu_archs", "cuda_packages"),
-        ("pypi_toolchain", "host_toolchain_hint", "pythons"),
-    ),
-    "train.X.Y.cuda_packages": (("name", "libraries", "installs_to"), ("also_accepted",)),
-    "exclude": (("reason",), ("python", "platform")),
-    "dependency": (("package", "index"), ("platforms", "variants")),
-    "target.NAME": (("rehearsal",), ("local_server", "index")),
-    "target.NAME.index.VARIANT": (("upload_url", "simple_url"), ("max_wheel_mib",)),
-}
-RejectAllow = Literal["reject", "allow"]
-
-
-@dataclass(frozen=True)
-class Project:
-    name: str
-    path: str
-    import_name: str
-    check: str  # "module:function": the smoke computation, compared with a CPU reference
-    sdk: str | None  # "module:function" returning include_dir/lib_dir/libraries, if a C++ SDK ships
-
-
-@dataclass(frozen=True)
-class CudaPackage:
-    """A CUDA package a wheel of the train must declare, and where it installs its libraries."""
-
-    name: str  # canonical (normalised) distribution name
-    also_accepted: tuple[str, ...]  # requirement forms that count as the same thing
-    libraries: tuple[str, ...]  # DT_NEEDED sonames this package provides
-    installs_to: str  # site-packages-relative folder holding those libraries
-
-
-@dataclass(frozen=True)
-class Train:
-    version: str  # "13.0"
-    variant: str  # "cu130"
-    builder_images: Mapping[str, str]  # platform -> container image
-    gpu_archs: Mapping[str, tuple[Arch, ...]]  # platform -> arch list
-    cuda_packages: tuple[CudaPackage, ...]
-    pypi_toolchain: tuple[str, ...]  # exact pins; empty: no PyPI toolchain
-    host_toolchain_hint: str
-    pythons: tuple[str, ...]  # subset of the allowlist
-
-    @property
-    def key(self) -> tuple[int, int]:
-        major, minor = self.version.split(".")
-        return int(major), int(minor)
-
-
-@dataclass(frozen=True)
-class Exclusion:
-    kind: Literal["python", "platform"]
-    value: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Dependency:
-    """A runtime dependency routed to a channel: checked against that index before any build."""
-
-    package: str
-    index: str  # simple index URL, or "pypi"
-    platforms: tuple[str, ...]  # empty: every platform
-    variants: tuple[str, ...]  # empty: every CUDA variant
-
-
-@dataclass(frozen=True)
-class PolicyTarget:
-    """Where a release may go. ``local_server``: wheelwright starts a local index (rehearsals)."""
-
-    name: str
-    rehearsal: bool
-    local_server: bool
-    indexes: Mapping[str, IndexTarget]  # variant -> index; empty for a local server
-
-    def to_target(self) -> Target:
-        return Target(self.name, self.rehearsal, dict(self.indexes))
-
-
-@dataclass(frozen=True)
-class Policy:
-    path: str
-    project: Project
-    platforms: tuple[str, ...]
-    pythons: tuple[str, ...]
-    trains: tuple[Train, ...]
-    cpu_wheel: bool
-    manylinux: str
-    extra_variants: RejectAllow
-    exclusions: tuple[Exclusion, ...]
-    targets: Mapping[str, PolicyTarget] = field(default_factory=dict)
-    dependencies: tuple[Dependency, ...] = ()
-
-    @property
-    def variants(self) -> tuple[str, ...]:
-        return (("cpu",) if self.cpu_wheel else ()) + tuple(t.variant for t in self.trains)
-
-    def target(self, name: str) -> PolicyTarget:
-        if name not in self.targets:
-            known = ", ".join(sorted(self.targets)) or "none"
-            close = difflib.get_close_matches(name, list(self.targets), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise InputError(f"{self.path}: no [target.{name}] (targets: {known}){hint}")
-        return self.targets[name]
-
-    def train(self, version: str) -> Train:
-        for t in self.trains:
-            if t.version == version:
-                return t
-        raise KeyError(version)
-
-    def exclusion(self, kind: str, value: str) -> Exclusion | None:
-        for e in self.exclusions:
-            if e.kind == kind and e.value == value:
-                return e
-        return None
-
+from release.core.errors import PolicyError
+from release.policy.archs import Arch, ArchSyntaxError, parse_arch
+from release.policy.model import (
+    MANYLINUX_ARCHS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    CudaPackage,
+    Dependency,
+    Exclusion,
+    Policy,
+    PolicyTarget,
+    Project,
+    RejectAllow,
+    Train,
+)
+from release.policy.targets import IndexTarget
 
 # --------------------------------------------------------------------------- helpers
 

@@ -11,7 +11,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from release.errors import InputError
+from release.core.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.errors import StepFailed, ToolError
+from release.core.errors import StepFailed, ToolError
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ Resolution order for a CUDA row (a CPU row needs no toolchain):
 
 The version logic is pure (``parse_nvcc_version``, ``version_matches``,
 ``pypi_nvcc_version``, ``missing_toolchain_message``) and unit-tested; the rest runs
-``nvcc`` and ``pip`` through :mod:`release.proc`.
+``nvcc`` and ``pip`` through :mod:`release.core.proc`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,24 +35,20 @@ from typing import Any, Literal
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from release import proc
-from release.errors import PolicyError, StepFailed, ToolError
-from release.matrix import Row
+from release.core import proc
+from release.core.errors import PolicyError, StepFailed, ToolError
+from release.core.log import say
+from release.core.pip import pip_install_target
+from release.policy.matrix import Row
 
 ToolchainSource = Literal["cuda_home", "host", "pypi"]
 
 MANIFEST = "wheelwright-toolchain.json"
 MANIFEST_VERSION = 1
 NVCC_PACKAGE = "nvidia-cuda-nvcc"
-NO_PIP_CONFIG = {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 _NVCC_RE = re.compile(r"release (\d+)\.(\d+), V(\d+\.\d+\.\d+)")
 _HERE_RE = re.compile(r"^#\$ _HERE_=(.+)$", re.MULTILINE)
-
-
-def say(row_id: str, message: str) -> None:
-    """Progress a person can follow: ``==> [cu130-py312-x86_64] compiling...`` on stderr."""
-    print(f"==> [{row_id}] {message}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -320,33 +315,6 @@ def _read_manifest(folder: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def pip_install_target(
-    pins: Sequence[str], dest: Path, *, env: Mapping[str, str], python: str | None = None
-) -> None:
-    """``pip install --isolated --no-deps --target dest PINS`` from pip's default index.
-
-    The machine's pip configuration is ignored (PIP_CONFIG_FILE=/dev/null, --isolated),
-    so a fresh machine and CI resolve exactly the pins.
-    """
-    run_env = {**env, **NO_PIP_CONFIG}
-    proc.run(
-        [
-            python or sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--isolated",
-            "--no-deps",
-            "--no-input",
-            "--quiet",
-            "--target",
-            dest,
-            *pins,
-        ],
-        env=run_env,
-    )
 
 
 def pypi_toolchain(row: Row, *, cache_dir: Path, env: Mapping[str, str], install: bool = True) -> Toolchain:

@@ -2,7 +2,7 @@
 
 - :func:`read_project` asks for PEP 691 JSON (``application/vnd.pypi.simple.v1+json``)
   and falls back to PEP 503 HTML when the server only speaks HTML (pypiserver 2.4
-  does). ``file://`` roots (a static index written by :mod:`release.static_index`)
+  does). ``file://`` roots (a static index written by :mod:`release.publish.static_index`)
   are read from disk: ``<project>/index.json``, else ``<project>/index.html``.
 - :func:`remote_hashes` turns that into ``filename -> sha256``, the one view
   publishing needs. A file listed without a sha256 is downloaded and hashed.
@@ -11,7 +11,7 @@
 - :func:`check_channels`: before a build, ask each dependency channel whether it
   publishes anything for the row's CPU arch.
 
-Every failure is a :class:`~release.errors.StepFailed` whose message names the
+Every failure is a :class:`~release.core.errors.StepFailed` whose message names the
 index (credentials removed) and what to do; no credential ever reaches it.
 """
 
@@ -22,7 +22,7 @@ import hashlib
 import importlib
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -30,14 +30,11 @@ from urllib.parse import quote, quote_plus, unquote, urljoin, urlsplit, urlunspl
 from urllib.request import url2pathname
 
 import requests
-from packaging.tags import Tag
 from packaging.utils import (
-    InvalidWheelFilename,
     canonicalize_name,
-    parse_wheel_filename,
 )
 
-from release.errors import CheckFailed, InputError, StepFailed, ToolError
+from release.core.errors import InputError, StepFailed, ToolError
 
 JSON_CONTENT_TYPE = "application/vnd.pypi.simple.v1+json"
 HTML_CONTENT_TYPE = "application/vnd.pypi.simple.v1+html"
@@ -406,128 +403,4 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-# ---------------------------------------------------------------------------
-# Dependency channels
-
-
-@dataclass(frozen=True)
-class ChannelRule:
-    """A dependency and the channel (simple index root) a row installs it from.
-
-    ``platforms`` limits the rule to some CPU arches (empty: every arch). Write one
-    rule per (package, arch set): e.g. torchao from the CUDA channel for x86_64
-    and from the plain channel for aarch64, where the CUDA channel has nothing.
-    """
-
-    package: str
-    index_url: str
-    platforms: tuple[str, ...] = ()
-
-    def applies_to(self, platform: str) -> bool:
-        return not self.platforms or platform in self.platforms
-
-
-@dataclass(frozen=True)
-class ChannelFinding:
-    """What one channel offers one package for one arch."""
-
-    package: str
-    index_url: str
-    platform: str
-    usable: tuple[str, ...]  # files installable on the arch
-    arches_seen: tuple[str, ...]  # every arch the channel has wheels for ("any" for pure wheels)
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.usable)
-
-
-_LINUX_PREFIX_RE = re.compile(
-    r"^(?:manylinux_\d+_\d+|musllinux_\d+_\d+|manylinux1|manylinux2010|manylinux2014|linux)_(?P<arch>.+)$"
-)
-
-
-def tag_arch(platform_tag: str) -> str | None:
-    """The CPU arch of a Linux platform tag (``manylinux_2_28_x86_64`` -> ``x86_64``);
-    ``any`` for pure wheels; None for a non-Linux tag."""
-    if platform_tag == "any":
-        return "any"
-    m = _LINUX_PREFIX_RE.match(platform_tag)
-    return m["arch"] if m else None
-
-
-def _python_ok(tag: Tag, python_tag: str | None) -> bool:
-    if python_tag is None:
-        return True
-    m = re.fullmatch(r"cp3(\d+)", python_tag)
-    if m is None:
-        raise InputError(f"{python_tag!r} is not a CPython tag like 'cp312'")
-    minor = int(m[1])
-    if tag.interpreter in (python_tag, "py3", f"py3{minor}"):
-        return True
-    im = re.fullmatch(r"cp3(\d+)", tag.interpreter)
-    return tag.abi == "abi3" and im is not None and int(im[1]) <= minor
-
-
-def _describe(finding: ChannelFinding) -> str:
-    seen = ", ".join(finding.arches_seen) or "no wheels at all"
-    return (
-        f"{finding.package}: channel {redact_url(finding.index_url)} publishes no wheel usable on "
-        f"{finding.platform} (it has: {seen}); a {finding.platform} row depending on it would fail "
-        f"to install. Declare another channel for {finding.platform} for {finding.package}"
-    )
-
-
 Fetch = Callable[[str, str], Iterable[str]]
-
-
-def _default_fetch(index_url: str, package: str) -> Iterable[str]:
-    return [f.filename for f in read_project(index_url, package)]
-
-
-def check_channels(
-    deps: Sequence[ChannelRule],
-    platform: str,
-    fetch: Fetch | None = None,
-    *,
-    python_tag: str | None = None,
-) -> tuple[ChannelFinding, ...]:
-    """Ask each channel a ``platform`` row depends on whether it has wheels for that arch.
-
-    ``fetch(index_url, package)`` returns the filenames a channel lists (default:
-    read its simple index). Raises CheckFailed naming every dependency whose
-    channel has nothing for ``platform`` (and ``python_tag``, when given), before
-    anything is built. Returns the findings for a report.
-    """
-    fetcher = fetch or _default_fetch
-    findings: list[ChannelFinding] = []
-    for rule in deps:
-        if not rule.applies_to(platform):
-            continue
-        usable: list[str] = []
-        arches: set[str] = set()
-        for filename in fetcher(rule.index_url, rule.package):
-            try:
-                name, _, _, tags = parse_wheel_filename(filename)
-            except InvalidWheelFilename:
-                continue  # sdists and other files: a row installs wheels
-            if name != canonicalize_name(rule.package):
-                continue
-            file_arches = {a for t in tags if (a := tag_arch(t.platform)) is not None}
-            arches.update(file_arches)
-            if any(tag_arch(t.platform) in (platform, "any") and _python_ok(t, python_tag) for t in tags):
-                usable.append(filename)
-        findings.append(
-            ChannelFinding(
-                rule.package, rule.index_url, platform, tuple(sorted(usable)), tuple(sorted(arches))
-            )
-        )
-    bad = [f for f in findings if not f.ok]
-    if bad:
-        raise CheckFailed(
-            f"{len(bad)} dependency channel(s) have nothing for {platform}"
-            + (f" / {python_tag}" if python_tag else "")
-            + ":\n"
-            + "\n".join(f"  - {_describe(f)}" for f in bad)
-        )
-    return tuple(findings)

@@ -34,20 +34,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Literal
 
-from release.elf import SHT_NOBITS, ElfError, SectionReader, read_elf
-from release.errors import InputError
-
-__all__ = [
-    "FATBIN_MAGIC",
-    "FATBIN_SECTION",
-    "FatbinEntry",
-    "FatbinError",
-    "Fatbinary",
-    "all_entries",
-    "has_device_code",
-    "read_fatbins",
-    "target_name",
-]
+from release.audit.elf import SHT_NOBITS, ElfError, SectionReader, read_elf
+from release.core.errors import InputError
 
 FATBIN_SECTION = ".nv_fatbin"
 FATBIN_MAGIC = 0xBA55ED50

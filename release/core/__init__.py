@@ -1,0 +1,1 @@
+"""The small core every stage uses: errors, the subprocess wrapper, logging, hashing."""

@@ -1,0 +1,39 @@
+"""pip: split out of its former module."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from release.core import proc
+
+NO_PIP_CONFIG = {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
+def pip_install_target(
+    pins: Sequence[str], dest: Path, *, env: Mapping[str, str], python: str | None = None
+) -> None:
+    """``pip install --isolated --no-deps --target dest PINS`` from pip's default index.
+
+    The machine's pip configuration is ignored (PIP_CONFIG_FILE=/dev/null, --isolated),
+    so a fresh machine and CI resolve exactly the pins.
+    """
+    run_env = {**env, **NO_PIP_CONFIG}
+    proc.run(
+        [
+            python or sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--isolated",
+            "--no-deps",
+            "--no-input",
+            "--quiet",
+            "--target",
+            dest,
+            *pins,
+        ],
+        env=run_env,
+    )

@@ -1,0 +1,1 @@
+"""rows.toml -> a validated Policy -> rows. Pure: no processes, no network."""

@@ -1,0 +1,1 @@
+"""Plan, guard and carry out uploads; index client, local index server, dependency channels."""
