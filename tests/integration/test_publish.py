@@ -268,7 +268,7 @@ def test_index_refuses_one_upload_midway_then_rerun_completes(
 _PUBLISH_SCRIPT = """
 import json, sys
 from pathlib import Path
-from release.publish import publish
+from release.publish.upload import publish
 from release.policy.targets import IndexTarget, Target
 t = json.loads(sys.argv[1])
 target = Target(t["name"], t["rehearsal"], {v: IndexTarget(**i) for v, i in t["indexes"].items()})
