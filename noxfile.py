@@ -6,6 +6,10 @@
 `nox -l` lists them. Row sessions are for this machine's CPU arch; set
 WHEELWRIGHT_ARCH=aarch64 to list another arch's rows. Sessions that build,
 publish or change files are not default: name them with -s.
+
+The policy file: WHEELWRIGHT_POLICY=path/to/policy.toml (default rows.toml) chooses
+the policy the sessions are generated from and that every session passes on. Arguments
+after `--` win over it: `nox -s plan -- --policy other.toml` plans other.toml.
 """
 
 from __future__ import annotations
@@ -50,8 +54,10 @@ def _rows() -> tuple[Row, ...]:
 ROWS = _rows()
 
 
-def _release(session: nox.Session, *args: str) -> None:
-    session.run(PY, "-m", "release", *args, "--policy", POLICY, external=True)
+def _release(session: nox.Session, command: str, *args: str) -> None:
+    """`python -m release COMMAND --policy POLICY ARGS...`: the session's own arguments come
+    last, so a `--policy` among them (argparse keeps the last) wins over WHEELWRIGHT_POLICY."""
+    session.run(PY, "-m", "release", command, "--policy", POLICY, *args, external=True)
 
 
 COMMAND = {"build": "build", "audit": "audit", "smoke": "smoke", "upload": "publish"}
@@ -76,7 +82,7 @@ for _row in ROWS:
 
 @nox.session(tags=["plan"])
 def plan(session: nox.Session) -> None:
-    """Show the rows rows.toml expands to (pass --json, --pr, --arch, --offered after --)."""
+    """Show the rows rows.toml expands to (pass --json, --pr, --arch, --offered, --policy after --)."""
     _release(session, "plan", *session.posargs)
 
 

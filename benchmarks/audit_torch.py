@@ -14,8 +14,9 @@ disk and CPU are noisy: rounds alternate so drift hits every command alike, and 
 command starts after ``sync`` and a 2 s pause, so the 1 GB another one wrote is not
 still being flushed). Memory
 is the child's peak RSS from ``resource.getrusage(RUSAGE_CHILDREN)`` (the largest
-single process of its tree: the audit runs auditwheel's reads in child processes)
-and, sampled every 200 ms (through /proc/PID/task/*/children, cheap), the peak of the whole process tree's RSS summed.
+single process of its tree: the audit is one process, plus g++ for the C++ consumer
+check) and, sampled every 200 ms (through /proc/PID/task/*/children, cheap), the peak of
+the whole process tree's RSS summed.
 Targets: audit <= 1.2x the baseline, peak RSS <= 1 GiB.
 """
 
@@ -35,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-WHEEL = Path("/opt/pypi-more/files/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl")
 # torch 2.14.1 cu130's arch list, read back from the wheel by the audit itself
 # ("device code found, as an arch list"): see docs/audit.md.
 TORCH_ARCHS = "7.5;8.0;8.6;9.0;10.0;12.0"
@@ -149,11 +149,18 @@ def run_round(wheel: Path, archs: str, env: dict[str, str]) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--wheel", type=Path, default=WHEEL)
+    parser.add_argument(
+        "--wheel", type=Path, default=None, help="default: the pinned torch wheel, fetched by name and sha256"
+    )
     parser.add_argument("--archs", default=TORCH_ARCHS)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "audit_torch.json")
     args = parser.parse_args()
+    if args.wheel is None:
+        sys.path.insert(0, str(ROOT / "tests"))
+        from real_wheels import BY_KEY, fetch
+
+        args.wheel = fetch(BY_KEY["torch"])
     if not args.wheel.is_file():
         print(f"no wheel at {args.wheel}", file=sys.stderr)
         return 2

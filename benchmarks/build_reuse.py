@@ -29,7 +29,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from release.build.python import ensure_build_venv, find_python  # noqa: E402
+from release.build.isolated import (  # noqa: E402
+    base_constraints,
+    ensure_build_env,
+    env_spec,
+    read_build_system,
+    read_constraints,
+)
+from release.build.python import find_python  # noqa: E402
 from release.build.run import build_row  # noqa: E402
 from release.build.toolchain import resolve_toolchain  # noqa: E402
 from release.core.machine import default_cache_dir, host_platform  # noqa: E402
@@ -74,8 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cache = default_cache_dir(env)
     toolchain = resolve_toolchain(rows[0], env=env, cache_dir=cache)
-    for row in rows:  # made before timing: both phases reuse them
-        ensure_build_venv(find_python(row.python, env=env), cache_dir=cache, env=env, row_id=row.id)
+    system = read_build_system((policy.resolve().parent / load_policy(policy).project.path).resolve())
+    constraints = read_constraints([base_constraints()])
+    for row in rows:  # the isolated build environments, made before timing: both phases reuse them
+        spec = env_spec(find_python(row.python, env=env), system.requires, constraints, cache)
+        ensure_build_env(spec, system, env=env, row_id=row.id)
 
     repeats: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="wheelwright-bench-") as tmp:

@@ -3,25 +3,43 @@
 Every row runs every step it can; a row that fails any step stops the publish (nothing is
 uploaded) but the other rows still run, so one report shows every problem. A rehearsal
 releases the rows this machine can build (host CPU arch; trains with a toolchain here) to
-a local index it starts, and says for every other row why it was left out.
+a local index it starts, and says for every other row why it was left out, one line per reason.
+
+Rows run in parallel, ``jobs`` at a time (``--jobs``, default the machine's cores); one row's
+steps run in order. The shared caches the builds write without a lock (PyPI toolchains,
+patchelf) are made first, one at a time (:mod:`release.schedule`), and the first row of each variant builds before the
+others of its variant start building, so they reuse its kernels instead of compiling the same
+ones at once. What a step says is captured (:func:`release.core.log.capture`): one line when it
+finishes, the whole log when it fails, and under GitHub Actions each row's log folded in a group,
+each failing finding an ``::error`` annotation, and the summary in the job summary.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import sys
+import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from release.core.errors import CheckFailed, InputError, ToolError, WheelwrightError
+from release.core import log
+from release.core.errors import CheckFailed, InputError, StepFailed, ToolError, WheelwrightError
 from release.core.proc import run
 from release.policy.matrix import Row
 from release.policy.model import Policy
+from release.schedule import prepare_shared, run_rows
+from release.summary import STEPS, failure_block, first_line, row_title, step_line
 
-STEPS = ("build", "audit", "smoke", "publish")
+if TYPE_CHECKING:
+    from release.audit.model import AuditResult
+    from release.smoke.resolve import InstallCase
+    from release.smoke.run import Timeouts
+
+RELEASE_HTML = "audit.html"  # the release-wide audit page, in dist/
 
 
 @dataclasses.dataclass
@@ -29,8 +47,12 @@ class RowReport:
     row: Row
     wheel: Path | None = None
     status: dict[str, str] = dataclasses.field(default_factory=dict)  # step -> ok | FAIL: ... | skipped: ...
+    codes: dict[str, int] = dataclasses.field(default_factory=dict)  # step -> exit code of its failure
     seconds: float = 0.0
     reason: str | None = None  # why this machine cannot build the row
+    times: dict[str, float] = dataclasses.field(default_factory=dict)  # step -> seconds
+    audit: AuditResult | None = None
+    log: list[str] = dataclasses.field(default_factory=list)  # what the row's steps said
 
     @property
     def failed(self) -> bool:
@@ -41,9 +63,17 @@ class RowReport:
         return self.reason is not None
 
 
+@dataclasses.dataclass(frozen=True)
+class ReleaseOutcome:
+    reports: list[RowReport]
+    install: list[str]  # the install lines of each published variant, with their checks
+    published: bool
+    html: Path | None  # the release-wide audit page
+
+
 def git_dirty(repo: Path) -> list[str]:
     """Changed or untracked files (ignored ones are fine: dist/, .venv/, .wheelwright/)."""
-    result = run(["git", "status", "--porcelain"], cwd=repo, check=False)
+    result = run(["git", "status", "--porcelain"], cwd=repo, check=False, timeout=60)
     if result.returncode != 0:
         raise ToolError(f"cannot read the git status of {repo}: {result.stderr.strip()}")
     return [line[3:] for line in result.stdout.splitlines() if line.strip()]
@@ -66,23 +96,45 @@ def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path)
     return None
 
 
-def _say(message: str) -> None:
-    print(f"==> {message}", file=sys.stderr, flush=True)
+def _fail(report: RowReport, step: str, why: str, code: int) -> None:
+    report.status[step] = f"FAIL: {why}"
+    report.codes[step] = code
 
 
-def _guard(report: RowReport, step: str, action: Callable[[], str]) -> bool:
-    try:
-        report.status[step] = action()
+def _run_step(rep: RowReport, step: str, action: Callable[[], str]) -> bool:
+    """Run one step with its output captured: a line when it passes, the whole log when it fails."""
+    start = time.monotonic()
+    error: str | None = None
+    code = StepFailed.return_code
+    with log.capture() as cap:
+        try:
+            status = action()
+        except WheelwrightError as exc:
+            error, code = str(exc) or type(exc).__name__, exc.return_code
+        except Exception as exc:  # a bug or an unexpected environment: fail the row, keep the report
+            error = f"internal error {type(exc).__name__}: {exc}\n{traceback.format_exc().rstrip()}"
+    seconds = time.monotonic() - start
+    rep.times[step] = seconds
+    rep.log += cap.lines
+    if error is None:
+        rep.status[step] = status
+        log.say(rep.row.id, step_line(step, status, seconds))
         return True
-    except WheelwrightError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        report.status[step] = f"FAIL: {first}"
-        _say(f"[{report.row.id}] {step} FAILED: {exc}")
-        return False
-    except Exception as exc:  # a bug or an unexpected environment: fail the row, keep the report
-        report.status[step] = f"FAIL: internal error {type(exc).__name__}: {exc}"
-        _say(f"[{report.row.id}] {step} FAILED with an unexpected {type(exc).__name__}: {exc}")
-        return False
+    _fail(rep, step, first_line(error), code)
+    log.warn(failure_block(rep.row.id, step, seconds, error, cap.lines))
+    if not (step == "audit" and rep.audit is not None):  # an audit's findings are annotated one by one
+        log.annotate(f"{step} failed: {rep.row.id}", error)
+    return False
+
+
+def exit_code(reports: Sequence[RowReport]) -> int:
+    """The exit code of the first failure (rows in order, steps in order), kept from the layer
+    that raised it: a build that failed is 4, an audit finding 1, a missing tool 3; 0 when none."""
+    for rep in reports:
+        for step in STEPS:
+            if step in rep.codes:
+                return rep.codes[step]
+    return 0
 
 
 def run_release(
@@ -97,23 +149,28 @@ def run_release(
     backend: Literal["auto", "host", "container"] = "auto",
     env: Mapping[str, str] | None = None,
     publish: bool = True,
-) -> tuple[list[RowReport], list[str], bool]:
-    """Run every step for every row; publish only when every row passed every step.
-
-    Returns the per-row reports, the install lines for the published variants, and whether
-    anything was published.
-    """
+    smoke_timeouts: Timeouts | None = None,
+    jobs: int = 1,
+) -> ReleaseOutcome:
+    """Run every step for every row, ``jobs`` rows at a time; publish only when every row
+    passed every step; then check what pip and uv pick from the published indexes."""
+    from release import records
+    from release.audit.html import HTML_SUFFIX, render_html, render_release_html
     from release.audit.model import Expectation
     from release.audit.record import write_record as write_audit
     from release.audit.run import audit_wheel
     from release.build.python import find_python
     from release.build.run import build_row
-    from release.publish.rows import policy_sha256, publish_rows
-    from release.smoke.run import smoke_wheel
-    from release.smoke.run import write_record as write_smoke
+    from release.policy.targets import DEFAULT_INDEX
+    from release.publish.channels import rules_for
+    from release.publish.index_client import resolve_simple_url
+    from release.smoke.run import smoke_step
+    from release.smoke.wheelhouse import wheelhouse_for
 
+    if jobs < 1:
+        raise InputError(f"--jobs {jobs}: give at least 1")
     env = dict(os.environ if env is None else env)
-    psha = policy_sha256(policy)
+    psha = records.policy_sha256(policy)
     target = policy.target(target_name)
     reports = [RowReport(r) for r in rows]
     todo: list[RowReport] = []
@@ -127,144 +184,249 @@ def run_release(
             todo.append(rep)
     if not todo:
         raise CheckFailed("no row of the selection can be built here; nothing to release")
-    _say(f"release: {len(todo)} row(s) to build, audit and smoke-test; {len(reports) - len(todo)} left out")
     if policy.dependencies:
         from release.publish.channels import check_rows
 
-        _say("checking dependency channels before building")
+        log.info("==> checking dependency channels before building")
         check_rows(policy, [r.row for r in todo])  # CheckFailed names the dependency and the arch
+    jobs = min(jobs, len(todo))
+    if jobs > 1 and not prepare_shared(
+        [r.row for r in todo], policy, backend=backend, cache_dir=cache_dir, env=env
+    ):
+        log.info("==> a row builds in a container: rows run one at a time")
+        jobs = 1
+    log.info(
+        f"==> release: {len(todo)} row(s) to build, audit and smoke-test, {jobs} at a time; "
+        f"{len(reports) - len(todo)} left out"
+    )
+    built = {rep.row.variant: threading.Event() for rep in todo}
 
-    for n, rep in enumerate(todo, 1):
+    def work(rep: RowReport, leader: bool) -> None:
         row = rep.row
+        if not leader:
+            built[row.variant].wait()  # its leader has built: the variant's kernels are in the cache
         start = time.monotonic()
-        _say(f"[{n}/{len(todo)}] {row.id}")
 
-        def build(row: Row = row, rep: RowReport = rep) -> str:
-            records = build_row(
+        def build() -> str:
+            made = build_row(
                 row, policy_path=policy.path, dist_dir=dist, cache_dir=cache_dir, backend=backend, env=env
             )
-            rep.wheel = records[0].wheel
+            rep.wheel = made[0].wheel
             return "ok"
 
-        def audit(row: Row = row, rep: RowReport = rep) -> str:
+        def audit() -> str:
             assert rep.wheel is not None
+            records.require(rep.wheel, records.BuildRecord, step="audit", row_id=row.id, policy_sha256=psha)
+            records.remove(rep.wheel, "audit")
+            page = rep.wheel.with_name(rep.wheel.name + HTML_SUFFIX)
+            page.unlink(missing_ok=True)
             limit = None if target.local_server else target.indexes[row.variant].max_wheel_mib
             exp = dataclasses.replace(Expectation.from_row(row, max_wheel_mib=limit), policy_sha256=psha)
             result = audit_wheel(rep.wheel, exp, cache_dir=cache_dir)
+            rep.audit = result
             write_audit(result)
+            page.write_text(render_html(result), encoding="utf-8")
             if not result.passed:
-                raise CheckFailed("; ".join(f.message for f in result.failures[:3]))
+                for f in result.failures:
+                    log.annotate(f.check, f"{result.wheel}: {f.message}")
+                n = len(result.failures)
+                raise CheckFailed(
+                    f"{n} failing finding{'s' if n != 1 else ''} ({', '.join(result.failed_checks())}); "
+                    f"report: {page}\n" + "\n".join(f"✗ {f.message}" for f in result.failures)
+                )
             return "ok"
 
-        def smoke(row: Row = row, rep: RowReport = rep) -> str:
+        def smoke() -> str:
             assert rep.wheel is not None
             python = find_python(row.python, env=env).path
-            from release.publish.channels import rules_for
-
-            channels = sorted({r.index_url for r in rules_for(policy, row) if r.index_url != "pypi"})
-            outcome = smoke_wheel(row, policy.project, rep.wheel, python, extra_index_urls=channels, env=env)
-            write_smoke(rep.wheel, row, outcome)
+            channels = sorted(
+                {
+                    resolve_simple_url(r.index_url)
+                    for r in rules_for(policy, row)
+                    if r.index_url != DEFAULT_INDEX
+                }
+            )
+            house = wheelhouse_for(cache_dir, row.variant, index_url=None, extra_index_urls=channels)
+            outcome, _record = smoke_step(
+                row, policy.project, rep.wheel, python, policy_sha256=psha, extra_index_urls=channels,
+                env=env, timeouts=smoke_timeouts, wheelhouse=house if rehearsal else None,
+            )  # fmt: skip
             if not outcome.passed:
-                raise CheckFailed(next(line for line in outcome.lines if line.startswith("✗")))
+                failing = [line for line in outcome.lines if not line.startswith(("✓", "- "))]
+                raise CheckFailed("\n".join(failing))
             return "ok (no GPU: run skipped)" if not outcome.executed and row.is_cuda else "ok"
 
-        for step, action in (("build", build), ("audit", audit), ("smoke", smoke)):
-            if not _guard(rep, step, action):
-                for later in STEPS[STEPS.index(step) + 1 :]:
-                    rep.status.setdefault(later, "-")
-                break
-        rep.seconds = time.monotonic() - start
+        try:
+            for step, action in (("build", build), ("audit", audit), ("smoke", smoke)):
+                ok = _run_step(rep, step, action)
+                if leader and step == "build":
+                    built[row.variant].set()
+                if not ok:
+                    for later in STEPS[STEPS.index(step) + 1 :]:
+                        rep.status.setdefault(later, "-")
+                    break
+        finally:
+            if leader:
+                built[row.variant].set()  # also when the build raised: nobody waits for ever
+            rep.seconds = time.monotonic() - start
+        if log.github():
+            log.folded(row_title(row.id, rep.status, rep.times), rep.log)
+
+    run_rows(todo, jobs, work)
+    html = _release_page(todo, dist, render_release_html)
+    published, install = _publish(policy, todo, target_name=target_name, dist=dist, env=env, rehearsal=rehearsal,
+                                  publish=publish, cache_dir=cache_dir, jobs=jobs)  # fmt: skip
+    return ReleaseOutcome(reports, install, published, html)
+
+
+def _release_page(
+    todo: Sequence[RowReport], dist: Path, render: Callable[[Sequence[AuditResult]], str]
+) -> Path | None:
+    results = [r.audit for r in todo if r.audit is not None]
+    if not results:
+        return None
+    page = dist / RELEASE_HTML
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(render(results), encoding="utf-8")
+    return page
+
+
+def _publish(
+    policy: Policy,
+    todo: Sequence[RowReport],
+    *,
+    target_name: str,
+    dist: Path,
+    env: Mapping[str, str],
+    rehearsal: bool,
+    publish: bool,
+    cache_dir: Path,
+    jobs: int,
+) -> tuple[bool, list[str]]:
+    """Publish when every row passed; then print and check each variant's install lines."""
+    from release.publish.rows import publish_rows
 
     failed = [r for r in todo if r.failed]
-    install: list[str] = []
     if failed:
         for rep in todo:
             rep.status["publish"] = "not published"
-        _say(f"{len(failed)} row(s) failed: nothing was published")
-        return reports, install, False
+        log.warn(f"==> {len(failed)} row(s) failed: nothing was published")
+        return False, []
     if not publish:
         for rep in todo:
             rep.status["publish"] = "skipped (--no-publish)"
-        return reports, install, False
-    built_rows = [r.row for r in todo]
+        return False, []
     try:
         published = publish_rows(
-            policy, built_rows, target_name=target_name, dist=dist, env=env, fresh_local_index=rehearsal
+            policy,
+            [r.row for r in todo],
+            target_name=target_name,
+            dist=dist,
+            env=env,
+            fresh_local_index=rehearsal,
         )  # on failure it names the variants already published and how to complete
     except WheelwrightError as exc:
         for rep in todo:
-            rep.status["publish"] = f"FAIL: {str(exc).splitlines()[0]}"
-        _say(f"publish FAILED: {exc}")
-        return reports, install, False
+            _fail(rep, "publish", first_line(str(exc)), exc.return_code)
+        log.warn(f"FAIL publish: {exc}")
+        log.annotate("publish failed", str(exc))
+        return False, []
     by_variant = {p.variant: p for p in published}
     for rep in todo:
         p = by_variant.get(rep.row.variant)
         name = rep.wheel.name if rep.wheel else ""
-        rep.status["publish"] = (
-            "uploaded"
-            if p and name in p.uploaded
-            else "already there"
-            if p and name in p.skipped
-            else "FAIL: not on the index"
-        )
-    from release.publish.rows import install_line
-    from release.smoke.evaluate import check_resolution
-    from release.smoke.run import resolved_wheel
+        if p and name in p.uploaded:
+            rep.status["publish"] = "uploaded"
+        elif p and name in p.skipped:
+            rep.status["publish"] = "already there"
+        else:
+            _fail(rep, "publish", "not on the index", CheckFailed.return_code)
+    install = check_installs(
+        policy, todo, {v: p.index for v, p in by_variant.items()}, env=env, cache_dir=cache_dir, jobs=jobs
+    )
+    return True, install
 
-    default = by_variant.get("cpu")
-    for variant, p in sorted(by_variant.items()):
-        install.append(f"{variant}: " + install_line(policy.project.name, p.index, cuda=variant != "cpu"))
-        if variant == "cpu" or default is None:
+
+def check_installs(
+    policy: Policy,
+    todo: Sequence[RowReport],
+    indexes: Mapping[str, str],
+    *,
+    env: Mapping[str, str],
+    cache_dir: Path,
+    jobs: int,
+) -> list[str]:
+    """Each variant's pip and uv install lines, and, for a CUDA variant, what pip and uv pick with
+    its index and the default index in both orders (the release's CPU index standing in for the
+    default index). A wrong pick fails the newest-Python row of the variant (step publish)."""
+    from release.policy.targets import DEFAULT_INDEX
+    from release.publish.index_client import resolve_simple_url
+    from release.smoke.resolve import install_cases
+
+    default = resolve_simple_url(DEFAULT_INDEX)
+    stand_in = indexes.get("cpu")
+    project = policy.project.name
+    blocks: dict[str, list[str]] = {}
+    checks: list[tuple[RowReport, InstallCase, str]] = []  # row, case as checked, how the line names it
+    for variant, index in sorted(indexes.items()):
+        cases = install_cases(index, default, cuda=variant != "cpu")
+        block = blocks[variant] = [f"{variant}:", *(f"  {c.line(project)}" for c in cases[:2])]
+        rows = [r for r in todo if r.row.variant == variant]
+        if variant == "cpu" or stand_in is None or not rows:
             continue
-        # What would a user get? The CUDA index plus the default index, in both orders.
-        rep = max((r for r in todo if r.row.variant == variant), key=lambda r: r.row.python_tag)
-        python = find_python(rep.row.python, env=env).path
-        for index_url, extra in ((p.index, default.index), (default.index, p.index)):
-            chosen = resolved_wheel(
-                python, policy.project.name, index_url=index_url, extra_index_urls=[extra]
-            )
-            problem = check_resolution(rep.row, chosen)
-            if problem:
-                rep.status["publish"] = f"FAIL: {problem}"
-                install.append(f"   ✗ --index-url {index_url} --extra-index-url {extra}: {problem}")
-            else:
-                install.append(f"   ✓ --index-url {index_url} --extra-index-url {extra}: pip picks {chosen}")
-    return reports, install, True
-
-
-def render_summary(reports: Sequence[RowReport]) -> str:
-    header = ["row", "wheel", "size", *STEPS, "time"]
-    lines = []
-    for rep in reports:
-        size = f"{rep.wheel.stat().st_size / 1024:.0f} KiB" if rep.wheel and rep.wheel.exists() else "-"
-        lines.append(
-            [
-                rep.row.id,
-                rep.wheel.name if rep.wheel else "-",
-                size,
-                *(rep.status.get(s, "-") for s in STEPS),
-                f"{rep.seconds:.1f} s" if rep.seconds else "-",
-            ]
+        rep = max(rows, key=lambda r: r.row.python_tag)
+        block.append(
+            f"  checked with {rep.row.python_tag} against the published indexes"
+            + (f", {stand_in} standing in for {default}:" if stand_in != default else ":")
         )
-    clip = 60
-    cells = [[c if len(c) <= clip else c[: clip - 3] + "..." for c in line] for line in [header, *lines]]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
-    out = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in cells]
-    out.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(out)
+        for case in cases:
+            first = f"--index-url {variant if case.index_url == index else 'the default index'}"
+            checks.append((rep, case.replaced({default: stand_in}), f"{case.tool}, {first}"))
+    results = _run_checks(checks, project, env=env, cache_dir=cache_dir, jobs=jobs)
+    for (rep, _, _), result in zip(checks, results, strict=True):
+        blocks[rep.row.variant].append(f"    {result}")
+    return [line for block in blocks.values() for line in block]
 
 
-def left_out_lines(reports: Sequence[RowReport]) -> list[str]:
-    """One entry per distinct reason, naming every row it applies to."""
-    groups: dict[str, list[RowReport]] = {}
-    for r in reports:
-        if r.reason is not None:
-            groups.setdefault(r.reason.replace(r.row.id, "{row}"), []).append(r)
-    lines: list[str] = []
-    for members in groups.values():
-        lines.append(f"  {', '.join(m.row.id for m in members)}:")
-        lines += [f"      {line}" for line in (members[0].reason or "").splitlines()]
-    return lines
+def _run_checks(
+    checks: Sequence[tuple[RowReport, InstallCase, str]],
+    project: str,
+    *,
+    env: Mapping[str, str],
+    cache_dir: Path,
+    jobs: int,
+) -> list[str]:
+    """Ask pip and uv (in parallel) which wheel each case picks; a ✓ or ✗ line for each."""
+    from release.build.python import find_python
+    from release.smoke.resolve import find_uv, picked, resolution_problem
+
+    uv: Path | None = None
+    uv_error: WheelwrightError | None = None
+    if any(case.tool == "uv" for _, case, _ in checks):
+        try:
+            uv = find_uv(cache_dir, env)
+        except WheelwrightError as exc:
+            uv_error = exc
+
+    def check(item: tuple[RowReport, InstallCase, str]) -> str:
+        rep, case, label = item
+        try:
+            if case.tool == "uv" and uv_error is not None:
+                raise uv_error
+            chosen = picked(case, find_python(rep.row.python, env=env).path, project, uv=uv)
+        except WheelwrightError as exc:
+            _fail(rep, "publish", f"{case.tool} check: {first_line(str(exc))}", exc.return_code)
+            return f"✗ {label}: {first_line(str(exc))}"
+        problem = resolution_problem(rep.row, chosen, case.tool)
+        if problem:
+            _fail(rep, "publish", problem, CheckFailed.return_code)
+            return f"✗ {label}: {problem}"
+        return f"✓ {label}: {case.tool} picks {chosen}"
+
+    if not checks:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="install-check") as pool:
+        return list(pool.map(check, checks))
 
 
-__all__ = ["InputError", "RowReport", "git_dirty", "render_summary", "run_release"]
+__all__ = ["InputError", "ReleaseOutcome", "RowReport", "exit_code", "git_dirty", "run_release"]

@@ -1,92 +1,241 @@
-"""Regenerate tests/policies/bad/*.toml: one malformed policy per validation rule.
+"""Regenerate tests/policies/bad/: one malformed or hostile policy per rule, with its expected refusal.
 
-Each file is rows.toml with one deliberate mistake, so a failing test shows exactly
-which rule broke. Run after changing rows.toml: python scripts/make_bad_policies.py
+Most files are rows.toml with one deliberate mistake, so a failing test shows exactly
+which rule broke; a few are raw bytes (a byte order mark, UTF-16, Latin-1, TOML nested
+five thousand deep). Each case says the key path the refusal must name and fragments its
+message must contain; they are written to tests/policies/bad/expected.json, which the
+tests read. Run after changing rows.toml or a rule:
+
+    python scripts/make_bad_policies.py
+
+Cases too big to commit (a file over the size cap, the largest valid matrix) are made
+at test time by :func:`oversize_policy` and :func:`largest_valid_policy`.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = (ROOT / "rows.toml").read_text(encoding="utf-8")
 OUT = ROOT / "tests" / "policies" / "bad"
+EXPECTED = OUT / "expected.json"
+NESTING = 5000
 
 ARCHS_130 = 'gpu_archs.x86_64 = ["7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0+PTX"]\ngpu_archs.aarch64 = ["9.0", "10.0", "11.0+PTX"]\n# Pinned together'
+PYTHONS = 'pythons = ["3.10", "3.11", "3.12", "3.13"]'
+TRAINS = 'trains = ["12.6", "13.0", "13.2"]'
+CU126_UPLOAD = 'index.cu126 = { upload_url = "https://wheels.example.invalid/upload/cu126/"'
+CU126_SIMPLE = 'simple_url = "https://wheels.example.invalid/whl/cu126/"'
+CPU_INDEX = 'index.cpu = { upload_url = "pypi", simple_url = "pypi" }'
+DEPENDENCY = '\n[[dependency]]\npackage = "torchao"\nindex = "{index}"\nplatforms = ["x86_64"]\n'
+PROD = "target.production.index"
 
-CASES: dict[str, tuple[str, str]] = {
-    "unknown_key": ('cpu_wheel = "enable"', 'cpu_wheel = "enable"\ncpu_whel = "enable"'),
-    "wrong_type": ('pythons = ["3.10", "3.11", "3.12", "3.13"]', 'pythons = "3.12"'),
-    "wrong_type_nested": ('libraries = ["libcudart.so.12"]', 'libraries = "libcudart.so.12"'),
-    "train_without_archs": (
-        ARCHS_130,
-        'gpu_archs.aarch64 = ["9.0", "10.0", "11.0+PTX"]\n# Pinned together',
-    ),
-    "train_empty_archs": (
-        ARCHS_130,
-        ARCHS_130.replace('["7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0+PTX"]', "[]"),
-    ),
-    "train_without_table": ('trains = ["12.6", "13.0", "13.2"]', 'trains = ["12.6", "12.8", "13.0", "13.2"]'),
-    "unreal_arch": (ARCHS_130, ARCHS_130.replace('"9.0", "10.0", "12.0+PTX"', '"9.9", "10.0", "12.0+PTX"')),
-    "lowercase_ptx": (ARCHS_130, ARCHS_130.replace("12.0+PTX", "12.0+ptx")),
-    "mixedcase_ptx": (ARCHS_130, ARCHS_130.replace("12.0+PTX", "12.0+Ptx")),
-    "ptx_not_newest": (
-        ARCHS_130,
-        ARCHS_130.replace('"9.0", "10.0", "12.0+PTX"', '"9.0+PTX", "10.0", "12.0+PTX"'),
-    ),
-    "newest_without_ptx": (ARCHS_130, ARCHS_130.replace('"12.0+PTX"]', '"12.0"]')),
-    "python_outside_allowlist": ('variant = "cu132"', 'variant = "cu132"\npythons = ["3.9", "3.12"]'),
-    "python_excluded": (
-        'pythons = ["3.10", "3.11", "3.12", "3.13"]',
-        'pythons = ["3.10", "3.11", "3.12", "3.13", "3.14"]',
-    ),
-    "python_free_threaded": ('pythons = ["3.10", "3.11", "3.12", "3.13"]', 'pythons = ["3.12", "3.13t"]'),
-    "duplicate_rows": (
-        'pythons = ["3.10", "3.11", "3.12", "3.13"]',
-        'pythons = ["3.10", "3.11", "3.12", "3.12"]',
-    ),
-    "duplicate_train": ('trains = ["12.6", "13.0", "13.2"]', 'trains = ["12.6", "13.0", "13.2", "13.0"]'),
-    "duplicate_arch": (ARCHS_130, ARCHS_130.replace('"8.6", "8.9"', '"8.6", "8.6"')),
-    "enum_misspelt": ('cpu_wheel = "enable"', 'cpu_wheel = "enabled"'),
-    "variant_mismatch": ('variant = "cu126"', 'variant = "cu130"'),
-    "empty_matrix": ('platforms = ["x86_64", "aarch64"]', "platforms = []"),
-    "empty_matrix_no_trains": (
-        'trains = ["12.6", "13.0", "13.2"]\n# The plain CPU wheel for the default index: "enable" or "disable".\ncpu_wheel = "enable"',
-        'trains = []\ncpu_wheel = "disable"',
-    ),
-    "target_credentials": (
-        'index.cu126 = { upload_url = "https://wheels',
-        'index.cu126 = { upload_url = "https://me:secret@wheels',
-    ),
-    "target_missing_variant": ("index.cu132 = { upload_url", "# index.cu132 = { upload_url"),
-    "target_unknown_variant": ("index.cu132 = { upload_url", "index.cu133 = { upload_url"),
-    "target_local_not_rehearsal": (
-        "rehearsal = true\n# wheelwright starts",
-        "rehearsal = false\n# wheelwright starts",
-    ),
-    "platform_excluded": (
-        'platforms = ["x86_64", "aarch64"]',
-        'platforms = ["x86_64", "aarch64", "jetpack"]',
-    ),
-    "not_toml": ('cpu_wheel = "enable"', "cpu_wheel = enable"),
-    "schema_version": ("schema_version = 1", "schema_version = 2"),
-    "unpinned_toolchain": ('"nvidia-cuda-nvcc==13.0.88"', '"nvidia-cuda-nvcc>=13.0"'),
-}
+
+@dataclass(frozen=True)
+class Case:
+    """One bad policy: how to make its bytes, the key path its refusal names, message fragments."""
+
+    name: str
+    make: Callable[[], bytes]
+    key: str
+    fragments: tuple[str, ...]
+
+
+def _header(name: str) -> str:
+    return f"# BAD POLICY ({name}): generated by scripts/make_bad_policies.py; must fail to load\n"
+
+
+def _edit(name: str, old: str, new: str) -> Callable[[], bytes]:
+    """rows.toml with the first ``old`` replaced by ``new`` (``old`` empty: ``new`` appended)."""
+
+    def make() -> bytes:
+        if old and old not in BASE:
+            raise SystemExit(f"{name}: text to replace not found in rows.toml: {old!r}")
+        text = BASE + new if not old else BASE.replace(old, new, 1)
+        return (_header(name) + text).encode("utf-8")
+
+    return make
+
+
+def _line_of(data: bytes, text: str) -> int:
+    return next(i for i, line in enumerate(data.decode("utf-8").splitlines(), 1) if text in line)
+
+
+def _edits() -> list[tuple[str, str, str, str, tuple[str, ...]]]:
+    """(name, old, new, key, fragments) for every case made by editing rows.toml."""
+    a130 = ARCHS_130
+    x130 = 'train."13.0".gpu_archs.x86_64'
+    # fmt: off
+    return [
+        # ---- the rules of the schema (the first 29 cases)
+        ("unknown_key", 'cpu_wheel = "enable"', 'cpu_wheel = "enable"\ncpu_whel = "enable"', "matrix.cpu_whel", ("unknown key 'cpu_whel'", "did you mean 'cpu_wheel'?")),
+        ("wrong_type", PYTHONS, 'pythons = "3.12"', "matrix.pythons", ("expected a list of strings", "got a string")),
+        ("wrong_type_nested", 'libraries = ["libcudart.so.12"]', 'libraries = "libcudart.so.12"', 'train."12.6".cuda_packages[0].libraries', ("expected a list of strings",)),
+        ("train_without_archs", a130, 'gpu_archs.aarch64 = ["9.0", "10.0", "11.0+PTX"]\n# Pinned together', x130, ("has no arch list", "never falls back to detecting")),
+        ("train_empty_archs", a130, a130.replace('["7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0+PTX"]', "[]"), x130, ("has no arch list",)),
+        ("train_without_table", TRAINS, 'trains = ["12.6", "12.8", "13.0", "13.2"]', "matrix.trains[1]", ('CUDA 12.8 has no [train."12.8"] table',)),
+        ("unreal_arch", a130, a130.replace('"9.0", "10.0", "12.0+PTX"', '"9.9", "10.0", "12.0+PTX"'), f"{x130}[4]", ("'9.9' is not a real compute capability",)),
+        ("lowercase_ptx", a130, a130.replace("12.0+PTX", "12.0+ptx"), f"{x130}[6]", ("'12.0+ptx'", "upper case", "write '12.0+PTX'")),
+        ("mixedcase_ptx", a130, a130.replace("12.0+PTX", "12.0+Ptx"), f"{x130}[6]", ("'12.0+Ptx'", "write '12.0+PTX'")),
+        ("ptx_not_newest", a130, a130.replace('"9.0", "10.0", "12.0+PTX"', '"9.0+PTX", "10.0", "12.0+PTX"'), f"{x130}[4]", ("'9.0+PTX'", "newest arch of this row is 12.0")),
+        ("newest_without_ptx", a130, a130.replace('"12.0+PTX"]', '"12.0"]'), f"{x130}[6]", ("must also ship as PTX", "'12.0+PTX'")),
+        ("python_outside_allowlist", 'variant = "cu132"', 'variant = "cu132"\npythons = ["3.9", "3.12"]', 'train."13.2".pythons[0]', ("Python 3.9 is outside the allowlist",)),
+        ("python_excluded", PYTHONS, 'pythons = ["3.10", "3.11", "3.12", "3.13", "3.14"]', "matrix.pythons[4]", ("Python 3.14 is excluded", "broken upstream")),
+        ("python_free_threaded", PYTHONS, 'pythons = ["3.12", "3.13t"]', "matrix.pythons[1]", ("3.13t is excluded", "free-threaded")),
+        ("duplicate_rows", PYTHONS, 'pythons = ["3.10", "3.11", "3.12", "3.12"]', "matrix.pythons[3]", ("duplicate entry '3.12'",)),
+        ("duplicate_train", TRAINS, 'trains = ["12.6", "13.0", "13.2", "13.0"]', "matrix.trains[3]", ("duplicate entry '13.0'",)),
+        ("duplicate_arch", a130, a130.replace('"8.6", "8.9"', '"8.6", "8.6"'), f"{x130}[3]", ("duplicate entry '8.6'",)),
+        ("enum_misspelt", 'cpu_wheel = "enable"', 'cpu_wheel = "enabled"', "matrix.cpu_wheel", ("'enabled' is not allowed", "did you mean 'enable'?")),
+        ("variant_mismatch", 'variant = "cu126"', 'variant = "cu130"', 'train."12.6".variant', ("'cu130' does not match CUDA 12.6", "'cu126'")),
+        ("empty_matrix", 'platforms = ["x86_64", "aarch64"]', "platforms = []", "matrix.platforms", ("the matrix is empty",)),
+        ("empty_matrix_no_trains", TRAINS + '\n# The plain CPU wheel for the default index: "enable" or "disable".\ncpu_wheel = "enable"', 'trains = []\ncpu_wheel = "disable"', "matrix.trains", ("the matrix is empty",)),
+        ("target_credentials", 'index.cu126 = { upload_url = "https://wheels', 'index.cu126 = { upload_url = "https://me:secret@wheels', f"{PROD}.cu126.upload_url", ("credentials never go in rows.toml",)),
+        ("target_missing_variant", "index.cu132 = { upload_url", "# index.cu132 = { upload_url", "target.production.index", ("no index for variant(s) cu132",)),
+        ("target_unknown_variant", "index.cu132 = { upload_url", "index.cu133 = { upload_url", f"{PROD}.cu133", ("unknown variant 'cu133'", "did you mean 'cu132'?")),
+        ("target_local_not_rehearsal", "rehearsal = true\n# wheelwright starts", "rehearsal = false\n# wheelwright starts", "target.rehearsal.local_server", ("rehearsals only",)),
+        ("platform_excluded", 'platforms = ["x86_64", "aarch64"]', 'platforms = ["x86_64", "aarch64", "jetpack"]', "matrix.platforms[2]", ("'jetpack' is excluded", "stopped shipping device code")),
+        ("schema_version", "schema_version = 1", "schema_version = 2", "schema_version", ("2 is not supported",)),
+        ("unpinned_toolchain", '"nvidia-cuda-nvcc==13.0.88"', '"nvidia-cuda-nvcc>=13.0"', 'train."13.0".pypi_toolchain[0]', ("must be pinned to one exact version",)),
+        # ---- rules checked at load that the build or publish used to check (issue 10)
+        ("badpin", '"nvidia-cuda-nvcc==13.2.86"', '"nvidia-cuda-nvcc==13.0.88"', 'train."13.2".pypi_toolchain[0]', ("pins nvidia-cuda-nvcc==13.0.88, which is not CUDA 13.2", "pin a 13.2.x nvcc")),
+        ("pins_no_nvcc", '  "nvidia-cuda-nvcc==13.2.86",\n', "", 'train."13.2".pypi_toolchain', ("pins no nvidia-cuda-nvcc==X.Y.Z",)),
+        ("pin_twice", '"nvidia-cuda-crt==13.2.86"', '"NVIDIA_CUDA_NVCC==13.2.86"', 'train."13.2".pypi_toolchain[1]', ("pins nvidia-cuda-nvcc again",)),
+        ("simple_url_unknown_name", CPU_INDEX, 'index.cpu = { upload_url = "pypi", simple_url = "pypy" }', f"{PROD}.cpu.simple_url", ("neither a URL nor a known index name (pypi, testpypi)",)),
+        ("upload_url_unknown_name", CPU_INDEX, 'index.cpu = { upload_url = "pipy", simple_url = "pypi" }', f"{PROD}.cpu.upload_url", ("neither a URL nor a known index name",)),
+        ("dependency_unknown_index", "", DEPENDENCY.format(index="pypy"), "dependency[0].index", ("neither a URL nor a known index name",)),
+        # ---- strict spellings (issue 14)
+        ("schema_version_float", "schema_version = 1", "schema_version = 1.0", "schema_version", ("1.0 (a float) is not supported", "(an integer)")),
+        ("schema_version_string", "schema_version = 1", 'schema_version = "1"', "schema_version", ("'1' (a string) is not supported",)),
+        ("schema_version_bool", "schema_version = 1", "schema_version = true", "schema_version", ("True (a boolean) is not supported",)),
+        ("schema_version_huge_int", "schema_version = 1", "schema_version = " + "9" * 5000, "", ("a value cannot be read (Exceeds the limit (4300 digits) for integer string conversion",)),
+        ("schema_version_huge_hex", "schema_version = 1", "schema_version = 0x" + "f" * 20000, "schema_version", ("<an int too long to show> is not supported",)),
+        ("python_newline", PYTHONS, 'pythons = ["3.10", "3.11", "3.12\\n", "3.13"]', "matrix.pythons[2]", ("'3.12\\n' has leading or trailing whitespace",)),
+        ("python_fullwidth", PYTHONS, 'pythons = ["3.10", "3.11", "3.１２", "3.13"]', "matrix.pythons[2]", ("'3.\\uff11\\uff12' has non-ASCII characters",)),
+        ("python_3_99", PYTHONS, 'pythons = ["3.10", "3.99"]', "matrix.pythons[1]", ("'3.99' is not a CPython version wheelwright knows", "KNOWN_PYTHONS")),
+        ("python_3_0", PYTHONS, 'pythons = ["3.0", "3.12"]', "matrix.pythons[0]", ("'3.0' is not a CPython version wheelwright knows",)),
+        ("python_pypy", PYTHONS, 'pythons = ["pypy3.10"]', "matrix.pythons[0]", ("'pypy3.10' is not a CPython version like '3.12'",)),
+        ("train_fullwidth", TRAINS, 'trains = ["12.6", "１３.０", "13.2"]', "matrix.trains[1]", ("has non-ASCII characters", "a CUDA train is written like '13.0'")),
+        ("train_newline", TRAINS, 'trains = ["12.6", "13.0\\n", "13.2"]', "matrix.trains[1]", ("leading or trailing whitespace",)),
+        ("train_unknown", TRAINS, 'trains = ["12.6", "13.0", "99.9"]', "matrix.trains[2]", ("'99.9' is not a CUDA release wheelwright knows", "KNOWN_CUDA_TRAINS")),
+        ("train_12_7", TRAINS, 'trains = ["12.6", "12.7"]', "matrix.trains[1]", ("'12.7' is not a CUDA release wheelwright knows",)),
+        ("project_name_space", 'name = "tinyaxpy"', 'name = "tiny axpy"', "project.name", ("'tiny axpy' is not a valid distribution name", "PEP 508")),
+        ("project_name_slash", 'name = "tinyaxpy"', 'name = "tiny/axpy"', "project.name", ("'tiny/axpy' is not a valid distribution name",)),
+        ("project_name_nonascii", 'name = "tinyaxpy"', 'name = "tïnyaxpy"', "project.name", ("'t\\xefnyaxpy' is not a valid distribution name",)),
+        ("manylinux_fullwidth", 'manylinux = "manylinux_2_28"', 'manylinux = "manylinux_2_２８"', "matrix.manylinux", ("is not a PEP 600 tag",)),
+        ("manylinux_newline", 'manylinux = "manylinux_2_28"', 'manylinux = "manylinux_2_28\\n"', "matrix.manylinux", ("'manylinux_2_28\\n' is not a PEP 600 tag",)),
+        ("arch_newline", a130, a130.replace('"12.0+PTX"', '"12.0+PTX\\n"'), f"{x130}[6]", ("leading or trailing whitespace",)),
+        ("arch_fullwidth", a130, a130.replace('"12.0+PTX"', '"１２.0+PTX"'), f"{x130}[6]", ("non-ASCII characters",)),
+        ("platform_newline", 'platforms = ["x86_64", "aarch64"]', 'platforms = ["x86_64\\n", "aarch64"]', "matrix.platforms[0]", ("leading or trailing whitespace",)),
+        ("builder_image_space", '"pytorch/manylinux2_28-builder:cuda13.0"', '"pytorch/manylinux2_28-builder:cuda13.0 --privileged"', 'train."13.0".builder_image.x86_64', ("has spaces or control characters",)),
+        ("installs_to_parent", 'installs_to = "nvidia/cu13/lib"', 'installs_to = "../../lib"', 'train."13.0".cuda_packages[0].installs_to', ("must be relative to site-packages",)),
+        ("target_name_space", "[target.production]", '[target."prod uction"]', 'target."prod uction"', ("has spaces or control characters",)),
+        ("dependency_bad_name", "", '\n[[dependency]]\npackage = "torch ao"\nindex = "pypi"\n', "dependency[0].package", ("'torch ao' is not a valid distribution name",)),
+        # ---- targets that would publish wrongly (issue 15)
+        ("target_cuda_on_pypi", CU126_UPLOAD + ", " + CU126_SIMPLE, 'index.cu126 = { upload_url = "pypi", simple_url = "pypi"', f"{PROD}.cu126.upload_url", ("CUDA variant cu126 may not go to the public index 'pypi'",)),
+        ("target_cuda_on_pypi_simple", CU126_SIMPLE, 'simple_url = "pypi"', f"{PROD}.cu126.simple_url", ("CUDA variant cu126 may not go to the public index 'pypi'",)),
+        ("target_shared_index", 'simple_url = "https://wheels.example.invalid/whl/cu132/"', 'simple_url = "https://WHEELS.example.invalid:443/whl/cu130"', f"{PROD}.cu132.simple_url", ("is the same index as index.cu130.simple_url", "each variant needs its own index")),
+        ("target_shared_upload", '"https://wheels.example.invalid/upload/cu132/"', '"https://wheels.example.invalid/upload/cu130/"', f"{PROD}.cu132.upload_url", ("is the same index as index.cu130.upload_url",)),
+        ("target_http", CU126_UPLOAD, CU126_UPLOAD.replace("https://", "http://"), f"{PROD}.cu126.upload_url", ("a non-rehearsal target publishes over https:// only",)),
+        ("target_ftp", CU126_SIMPLE, CU126_SIMPLE.replace("https://", "ftp://"), f"{PROD}.cu126.simple_url", ("uses ftp://",)),
+        ("target_file_production", CU126_UPLOAD, 'index.cu126 = { upload_url = "file:///srv/wheels/cu126/"', f"{PROD}.cu126.upload_url", ("file:// URL; a non-rehearsal target publishes over https:// only",)),
+        ("target_query_token", CU126_SIMPLE, CU126_SIMPLE.replace('cu126/"', 'cu126/?token=pypi-SECRET-TOKEN"'), f"{PROD}.cu126.simple_url", ("has a query string", "credentials never go in rows.toml")),
+        ("target_simple_credentials", CU126_SIMPLE, CU126_SIMPLE.replace("https://", "https://__token__:pypi-SECRET@"), f"{PROD}.cu126.simple_url", ("credentials never go in rows.toml",)),
+        ("target_fragment", CU126_SIMPLE, CU126_SIMPLE.replace('cu126/"', 'cu126/#main"'), f"{PROD}.cu126.simple_url", ("'#' fragment",)),
+        ("target_no_host", CU126_SIMPLE, 'simple_url = "https:///whl/cu126/"', f"{PROD}.cu126.simple_url", ("has no host",)),
+        ("target_bad_port", CU126_SIMPLE, 'simple_url = "https://wheels.example.invalid:99999/whl/cu126/"', f"{PROD}.cu126.simple_url", ("is not a valid URL",)),
+        ("target_url_space", CU126_SIMPLE, 'simple_url = "https://wheels.example.invalid/whl/cu 126/"', f"{PROD}.cu126.simple_url", ("is not a URL: it has spaces",)),
+        ("rehearsal_http_remote", "", '\n[target.staging]\nrehearsal = true\nindex.cpu = { upload_url = "https://staging.example.invalid/cpu/", simple_url = "http://staging.example.invalid/cpu/simple/" }\n', "target.staging.index.cpu.simple_url", ("http:// to a host that is not loopback",)),
+        ("dependency_query_token", "", DEPENDENCY.format(index="https://download.example.invalid/whl/cu130/?token=SECRET"), "dependency[0].index", ("has a query string",)),
+        ("dependency_credentials", "", DEPENDENCY.format(index="https://me:SECRET@download.example.invalid/whl/cu130/"), "dependency[0].index", ("credentials never go in rows.toml",)),
+        ("dependency_http_remote", "", DEPENDENCY.format(index="http://download.example.invalid/whl/cu130/"), "dependency[0].index", ("not loopback",)),
+    ]
+    # fmt: on
+
+
+def _raw_cases() -> list[Case]:
+    """Cases that are not an edit of rows.toml's text."""
+    latin = (_header("latin1") + BASE).replace("Windows CUDA:", "Windows CUDA (é):")
+    nested_arrays = _header("nested_arrays") + "x = " + "[" * NESTING + "]" * NESTING + "\n"
+    nested_tables = _header("nested_tables") + "x = " + "{a = " * NESTING + "1" + "}" * NESTING + "\n"
+    # fmt: off
+    cases = [
+        Case("bom", lambda: b"\xef\xbb\xbf" + (_header("bom") + BASE).encode(), "", ("UTF-8 byte order mark (BOM)", "without a BOM")),
+        Case("utf16", lambda: (_header("utf16") + BASE).encode("utf-16"), "", ("UTF-16 byte order mark", "save it as UTF-8")),
+        Case("latin1", lambda: latin.encode("latin-1"), "", ("not UTF-8 text (byte 0xe9 at line",)),
+        Case("nested_arrays", lambda: nested_arrays.encode(), "", ("nested too deeply",)),
+        Case("nested_tables", lambda: nested_tables.encode(), "", ("nested too deeply",)),
+        Case("nul_byte", lambda: (_header("nul_byte") + BASE.replace("[matrix]", "[matrix]\0")).encode(), "", ("not valid TOML",)),
+        Case("empty_file", lambda: b"", "schema_version", ("missing required key 'schema_version'",)),
+    ]
+    # fmt: on
+    return cases
+
+
+def cases() -> list[Case]:
+    out = [Case(name, _edit(name, old, new), key, frags) for name, old, new, key, frags in _edits()]
+    out += _raw_cases()
+    not_toml = _edit("not_toml", 'cpu_wheel = "enable"', "cpu_wheel = enable")
+    line = _line_of(not_toml(), "cpu_wheel = enable")
+    out.append(Case("not_toml", not_toml, "", ("not valid TOML", f"line {line}")))
+    names = [c.name for c in out]
+    if len(set(names)) != len(names):
+        raise SystemExit("two cases share a name")
+    return sorted(out, key=lambda c: c.name)
+
+
+def oversize_policy(path: Path, size: int) -> Path:
+    """A sparse regular file of ``size`` bytes: over the cap, refused before it is read."""
+    with path.open("wb") as f:
+        f.truncate(size)
+    return path
+
+
+def largest_valid_policy() -> str:
+    """The largest matrix a policy can describe: every manylinux arch, every known CPython
+    and every known CUDA train. It must load, expand and list quickly (linear checks)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from release.policy.model import MANYLINUX_ARCHS
+    from release.policy.versions import KNOWN_CUDA_TRAINS, KNOWN_PYTHONS
+
+    plats = ", ".join(f'"{p}"' for p in MANYLINUX_ARCHS)
+    lines = [
+        "schema_version = 1",
+        '[project]\nname = "tinyaxpy"\npath = "examples/tinyaxpy"\nimport_name = "tinyaxpy"\ncheck = "tinyaxpy:selftest"',
+        f"[matrix]\nplatforms = [{plats}]",
+        "pythons = [" + ", ".join(f'"{p}"' for p in KNOWN_PYTHONS) + "]",
+        "trains = [" + ", ".join(f'"{t}"' for t in KNOWN_CUDA_TRAINS) + "]",
+        'cpu_wheel = "enable"\nmanylinux = "manylinux_2_28"',
+    ]
+    for train in KNOWN_CUDA_TRAINS:
+        major, minor = train.split(".")
+        lines.append(f'[train."{train}"]\nvariant = "cu{major}{minor}"')
+        lines.append("builder_image = { " + ", ".join(f'{p} = "img:{train}"' for p in MANYLINUX_ARCHS) + " }")
+        lines += [f'gpu_archs.{p} = ["8.0", "9.0+PTX"]' for p in MANYLINUX_ARCHS]
+        lines.append(
+            f'[[train."{train}".cuda_packages]]\nname = "nvidia-cuda-runtime"\n'
+            'libraries = ["libcudart.so"]\ninstalls_to = "nvidia/lib"'
+        )
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     for old in OUT.glob("*.toml"):
         old.unlink()
-    for name, (old_text, new_text) in CASES.items():
-        if BASE.count(old_text) < 1:
-            raise SystemExit(f"{name}: text to replace not found in rows.toml: {old_text!r}")
-        (OUT / f"{name}.toml").write_text(
-            f"# BAD POLICY ({name}): generated by scripts/make_bad_policies.py; must fail to load\n"
-            + BASE.replace(old_text, new_text, 1),
-            encoding="utf-8",
-        )
-    print(f"wrote {len(CASES)} files to {OUT.relative_to(ROOT)}")
+    expected: dict[str, dict[str, object]] = {}
+    for case in cases():
+        (OUT / f"{case.name}.toml").write_bytes(case.make())
+        expected[case.name] = {"key": case.key, "fragments": list(case.fragments)}
+    EXPECTED.write_text(
+        json.dumps(expected, indent=2, sort_keys=True, ensure_ascii=True) + "\n", encoding="utf-8"
+    )
+    print(f"wrote {len(expected)} files and {EXPECTED.name} to {OUT.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

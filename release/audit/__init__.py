@@ -1,8 +1,7 @@
 """The audit: a wheel ships only if it matches the row it claims.
 
 ``audit_wheel(path, expectation) -> AuditResult`` runs every check; see docs/audit.md.
-Imports are lazy: the child processes that run auditwheel's reads import only
-:mod:`release.audit.abi`.
+Imports are lazy, so importing one check module does not import the whole audit.
 """
 
 from __future__ import annotations

@@ -1,319 +1,348 @@
-"""auditwheel's own ABI analysis of the wheel, on the tree this audit already extracted.
+"""The platform-tag analysis: which manylinux/musllinux tags a wheel's ELF files allow.
 
-The platform-tag check asks auditwheel (``auditwheel.wheel_abi.analyze_wheel_abi``,
-the analysis behind ``auditwheel show``) which tag the wheel's ELF files allow. Run
-as is, auditwheel unzips the whole wheel a second time and reads the symbol table of
-every library once per manylinux policy that blacklists symbols (three times for a
-library linking libc): on torch 2.14.1 that is 20 to 60 seconds here. Three changes
-keep its analysis and make it fit the audit's budget:
+``auditwheel show`` answers this question by unzipping the wheel again and reading every
+symbol table with pyelftools, once per policy that blacklists something a library links:
+on torch 2.14.1, 20 to 60 seconds here. This module gives the same answer from the tree
+the audit already extracted, using only auditwheel's public pieces:
 
-1. **No second unzip.** The analysis runs in a child process
-   (``python -m release.audit.abi analyze REQUEST``) on the tree this audit extracted,
-   given only the ELF files (auditwheel skips every other file anyway).
-2. **Each symbol table is read once.** ``get_undefined_symbols(path)`` is a pure
-   function of the file; it is memoised instead of being repeated per policy.
-3. **The expensive reads start early, in parallel.** As soon as a large library is
-   extracted, two child processes (``... scan undefined|pyext PATH``) run auditwheel's
-   own ``get_undefined_symbols`` and ``elf_is_python_extension`` on it. Their results
-   land as files; the analysis, started as soon as the extraction is done, waits for
-   a pending result when it reaches that library (and checks it against the file's
-   size and mtime) instead of recomputing it, so its ldd work overlaps the reads.
+* the policies (symbol versions, library whitelists and blacklists) are auditwheel's data,
+  read once through :func:`release.audit.abi_policy.policies_of`;
+* the wheel's libc and architecture come from its tags through auditwheel's public
+  ``auditwheel.wheeltools`` functions;
+* everything read from the ELF files (library resolution against this machine's loader
+  paths, :mod:`release.audit.ldd`; symbol versions, undefined symbols, Python extension entry
+  points and the instruction-set level, :mod:`release.audit.elf`, :mod:`release.audit.elf_symbols`)
+  is wheelwright's own reader: bounded preads and hash-table lookups, each file read at most
+  once per analysis, where auditwheel's pyelftools reads whole tables for every policy.
 
-Everything else (ldd, symbol versions, policies, whitelists, blacklists, the ISA
-check) is auditwheel's code, unchanged. The seams are three module attributes of
-the pinned auditwheel release; with any other release the analysis falls back to
-plain ``analyze_wheel_abi`` on the wheel file (correct, slower) and says so
-(``mode: "wheel"``). ``tests/integration/test_audit_abi.py`` checks that the result
-equals ``auditwheel show --json`` on the fixture wheels.
+The composition follows auditwheel 6.8's ``analyze_wheel_abi``, rule for rule (whitelists,
+blacklists, grafted libraries' own symbol versions, the fix-up of libraries needed by other
+libraries, the ISA check, UCS-2 and PyFPE symbols). Nothing of auditwheel is patched or
+subclassed. ``tests/integration/test_audit_abi.py`` runs ``auditwheel show --json`` as a tool
+on real wheels and checks that both give the same tags, symbol versions and external libraries.
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import importlib.metadata
-import json
-import os
-import re
-import sys
-import threading
+import itertools
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
+from release.audit.abi_policy import (
+    ExternalReference,
+    PlatformPolicy,
+    Policies,
+    beyond,
+    claimed_floor,
+    glibc_ok,
+    policies_of,
+    policy_for_tag,
+    tag_between,
+)
 from release.audit.elf import ElfError, read_elf
-from release.audit.model import AbiReport, Member, WheelFile
-from release.core import proc
-from release.core.errors import StepFailed, ToolError
+from release.audit.elf_symbols import STB_WEAK, STT_FUNC, STT_NOTYPE, Symbol, lookup, undefined_symbols
+from release.audit.ldd import Dependency, ElfPlatform, Resolver, Tree, is_superset
+from release.audit.model import AbiReport, Library
 
-__all__ = ["AUDITWHEEL_PINNED", "AbiRunner", "main"]
+__all__ = ["AUDITWHEEL_PINNED", "analyze_abi"]
 
-AUDITWHEEL_PINNED = "6.8.2"
-# Pre-read a library's symbol table in its own process when it is this big: auditwheel
-# (pyelftools) takes about a second per MiB of .dynsym and a process about 0.15 s to start.
-SCAN_MIN_DYNSYM = 256 << 10
-_RELEASE_PARENT = str(Path(__file__).resolve().parents[2])
-
-
-# --------------------------------------------------------------------------- child side
+AUDITWHEEL_PINNED = "6.8.2"  # the release whose policies and rules this analysis was checked against
+_LOADERS = ("ld64.so.2", "ld64.so.1")
+_PYFPE = frozenset({"PyFPE_jbuf", "PyFPE_dummy", "PyFPE_counter"})
+Graded = Literal["claimed", "all"]
 
 
-def _file_key(path: Path) -> dict[str, Any]:
-    st = path.stat()
-    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+class _AbiFailure(Exception):
+    """The wheel cannot be analysed (auditwheel would refuse it too); the message says why."""
 
 
-SCAN_KINDS = ("undefined", "pyext")
+def _is_loader(soname: str) -> bool:
+    return "ld-linux" in soname or soname in _LOADERS
 
 
-def scan(kind: str, path: str) -> dict[str, Any]:
-    """One of auditwheel's two symbol-table reads of an ELF file, for the analysis to reuse."""
-    from auditwheel.elfutils import elf_is_python_extension, get_undefined_symbols
-    from elftools.elf.elffile import ELFFile
+class _Reads:
+    """Each file's symbol versions and undefined symbols, read at most once per analysis."""
 
-    p = Path(path)
-    if kind == "undefined":
-        return {**_file_key(p), "undefined": sorted(get_undefined_symbols(p))}
-    with p.open("rb") as f:
-        is_ext, py_ver = elf_is_python_extension(p, ELFFile(f))
-    return {**_file_key(p), "python_extension": [is_ext, py_ver]}
+    def __init__(self, libs: Iterable[Library], root: Path) -> None:
+        self._versions: dict[str, dict[str, set[str]]] = {}
+        for lib in libs:
+            if lib.elf is not None:
+                self._versions[str((root / lib.path).resolve())] = _as_sets(lib.elf.version_needs)
+        self._undefined: dict[str, tuple[Symbol, ...]] = {}
 
+    def versions(self, path: Path) -> dict[str, set[str]]:
+        key = str(path.resolve())
+        if key not in self._versions:
+            self._versions[key] = _as_sets(read_elf(path).version_needs)
+        return self._versions[key]
 
-_SEED_TIMEOUT = 1800.0
+    def external_versions(self, path: Path) -> dict[str, set[str]]:
+        """A library outside the wheel a policy would graft; one that is not ELF has none (as auditwheel)."""
+        try:
+            return self.versions(path)
+        except ElfError:
+            return {}
 
-
-def _wait_for(path: Path) -> Mapping[str, Any] | None:
-    """A seed file written by the parent (atomically), or None when the scan failed."""
-    deadline = time.monotonic() + _SEED_TIMEOUT
-    while not path.exists():
-        if time.monotonic() > deadline:
-            return None
-        time.sleep(0.01)
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return None if data.get("failed") else data
-
-
-class _ExtractedTree:
-    """Stands in for auditwheel's ``InWheelCtx``: the tree is already extracted.
-
-    Like ``InWheelCtx`` it makes the tree the working directory and yields the
-    files to analyse as paths relative to it.
-    """
-
-    def __init__(self, root: Path, files: Sequence[str]) -> None:
-        self.path = root
-        self._files = list(files)
-        self._pwd = Path.cwd()
-
-    def __enter__(self) -> Self:
-        self._pwd = Path.cwd()
-        os.chdir(self.path)
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        os.chdir(self._pwd)
-
-    def iter_files(self) -> Iterator[Path]:
-        for name in self._files:
-            yield Path(name)
+    def undefined(self, path: Path) -> tuple[Symbol, ...]:
+        key = str(path.resolve())
+        if key not in self._undefined:
+            self._undefined[key] = undefined_symbols(path)
+        return self._undefined[key]
 
 
-def _seams_available() -> bool:
-    try:
-        import auditwheel.elfutils as eu
-        import auditwheel.wheel_abi as wa
-    except ImportError:  # pragma: no cover - auditwheel is a dependency
-        return False
-    if importlib.metadata.version("auditwheel") != AUDITWHEEL_PINNED:
-        return False
-    return all(
-        callable(getattr(mod, attr, None))
-        for mod, attr in (
-            (wa, "InGenericPkgCtx"),
-            (wa, "WheelPolicies"),
-            (wa, "elf_is_python_extension"),
-            (eu, "get_undefined_symbols"),
-            (eu, "filter_undefined_symbols"),
-        )
-    )
+def _as_sets(needs: Sequence[tuple[str, Sequence[str]]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = defaultdict(set)
+    for soname, versions in needs:
+        if not _is_loader(soname):
+            out[soname].update(versions)
+    return dict(out)
 
 
-def _install_seams(root: Path, files: Sequence[str], pending: Mapping[str, Mapping[str, str]]) -> None:
-    """Point auditwheel at the extracted tree and at the pre-read symbol tables.
-
-    ``pending`` maps a library's real path to the seed file of each scan kind; the
-    file may not exist yet (the scan is still running): the analysis waits for it.
-    """
-    import auditwheel.elfutils as eu
-    import auditwheel.wheel_abi as wa
-
-    def seed_for(path: Path, kind: str) -> Mapping[str, Any] | None:
-        full = (root / path).resolve() if not path.is_absolute() else path.resolve()
-        seed_file = pending.get(str(full), {}).get(kind)
-        if seed_file is None:
-            return None
-        seed = _wait_for(Path(seed_file))
-        if seed is None or seed["path"] != str(full):
-            return None
-        st = full.stat()
-        return seed if (seed["size"], seed["mtime_ns"]) == (st.st_size, st.st_mtime_ns) else None
-
-    original_undefined = eu.get_undefined_symbols
-    original_is_ext = wa.elf_is_python_extension
-
-    @functools.cache
-    def get_undefined_symbols(path: Path) -> set[str]:
-        seed = seed_for(path, "undefined")
-        if seed is not None:
-            return set(seed["undefined"])
-        result: set[str] = original_undefined(path)
-        return result
-
-    def elf_is_python_extension(fn: Path, elf: Any) -> tuple[bool, int | None]:  # noqa: ANN401
-        seed = seed_for(fn, "pyext")
-        if seed is not None:
-            is_ext, py_ver = seed["python_extension"]
-            return bool(is_ext), py_ver
-        result: tuple[bool, int | None] = original_is_ext(fn, elf)
-        return result
-
-    eu.get_undefined_symbols = get_undefined_symbols
-    wa.elf_is_python_extension = elf_is_python_extension
-    # Libraries still being read go last, so auditwheel's work on the others overlaps the reads.
-    ordered = sorted(files, key=lambda f: str((root / f).resolve()) in pending)
-    wa.InGenericPkgCtx = lambda _wheel: _ExtractedTree(root, ordered)
+def python_extension(path: Path) -> tuple[bool, int | None]:
+    """auditwheel's rule: a defined function ``PyInit_<module>`` (3) or ``init<module>`` (2)."""
+    module = path.name.split(".", 1)[0]
+    entry = {f"init{module}": 2, f"PyInit_{module}": 3, f"_cffi_pypyinit_{module}": 2}
+    found = [s for s in lookup(path, entry).values() if s.defined and s.type == STT_FUNC]
+    first = min(found, key=lambda s: s.position, default=None)
+    return (True, entry[first.name]) if first is not None else (False, None)
 
 
-def claimed_floor(policies: Any, tags: Sequence[str]) -> Any:  # noqa: ANN401 - auditwheel's types
-    """The most compatible policy a wheel's platform tags claim (None: none auditwheel knows)."""
-    graded = [p for p in (_policy_for_tag(policies, t) for t in tags) if p is not None]
-    return max(graded, key=lambda p: p.priority, default=None)
+def _blacklisted(reads: _Reads, path: Path, blacklist: Mapping[str, frozenset[str]]) -> dict[str, list[str]]:
+    if not blacklist:
+        return {}
+    undefined = {"*"} | {s.name for s in reads.undefined(path) if s.bind != STB_WEAK}
+    return {lib: sorted(symbols & undefined) for lib, symbols in blacklist.items() if symbols & undefined}
 
 
-def _restrict_policies(tags: Sequence[str]) -> None:
-    """Grade the wheel against its claimed tag and the newer policies only.
+def external_references(
+    policies: Policies,
+    tree: Tree,
+    root: Path,
+    reads: _Reads,
+) -> dict[str, ExternalReference]:
+    """Per policy: the libraries it would have to graft for this ELF tree, and blacklisted symbols used."""
 
-    Whether a claimed tag is honest depends only on the policies from that tag on: an
-    older policy's blacklist (libc symbols for manylinux2014 and older) cannot change
-    the verdict, and auditwheel reads a library's whole symbol table for each policy
-    that blacklists something the library links. The report then says the wheel is
-    consistent with the claimed tag, not how much older it could go.
-    """
-    import auditwheel.wheel_abi as wa
+    def keep(libs: Iterable[str], whitelist: frozenset[str]) -> set[str]:
+        return {lib for lib in libs if not _is_loader(lib) and lib not in whitelist}
 
-    base = wa.WheelPolicies
-
-    class ClaimedAndNewer(base):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401
-            super().__init__(*args, **kwargs)
-            floor = claimed_floor(self, tags)
-            if floor is not None:
-                kept = [p for p in self if p.priority == 0 or p.priority <= floor.priority]
-                self._policies: list[Any] = kept
-
-    wa.WheelPolicies = ClaimedAndNewer
-
-
-_PEP600 = re.compile(r"^(?P<kind>manylinux|musllinux)_(?P<major>\d+)_(?P<minor>\d+)_(?P<arch>.+)$")
-
-
-def _policy_for_tag(policies: Any, tag: str) -> Any:  # noqa: ANN401 - auditwheel's types
-    """The auditwheel policy a platform tag is held to.
-
-    A tag auditwheel has a policy for (or an alias: ``manylinux2014``) is that policy. A
-    PEP 600 tag between auditwheel's policies (``manylinux_2_25``) is held to the newest
-    policy not newer than it (``manylinux_2_24``): the tag promises at least that much.
-    None for a tag auditwheel cannot grade (another OS or architecture).
-    """
-    try:
-        return policies.get_policy_by_name(tag)
-    except LookupError:
-        pass
-    m = _PEP600.match(tag)
-    if m is None:
-        return None
-    want = (int(m["major"]), int(m["minor"]))
-    best = None
+    out: dict[str, ExternalReference] = {}
     for policy in policies:
-        pm = _PEP600.match(policy.name)
-        if pm is None or pm["kind"] != m["kind"] or pm["arch"] != m["arch"]:
-            continue
-        if (int(pm["major"]), int(pm["minor"])) <= want and (best is None or policy.priority < best.priority):
-            best = policy
-    return best
+        needed: set[str] = set()
+        blacklist: dict[str, list[str]] = {}
+        if policy is not policies.linux:
+            reduced = {k: v for k, v in policy.blacklist.items() if k in set(tree.needed)}
+            blacklist = _blacklisted(reads, Path(tree.realpath), reduced)
+            todo = keep(tree.needed, policy.whitelist)
+            while todo:
+                lib = todo.pop()
+                needed.add(lib)
+                todo |= keep(tree.libraries[lib].needed, policy.whitelist) - needed
+        libs: dict[str, str | None] = {}
+        for lib in needed:
+            real = tree.libraries[lib].realpath
+            if real is not None and _inside(Path(real), root):
+                continue  # reached through the wheel's own search path: not external
+            libs[lib] = str(real) if real is not None else None
+        out[policy.name] = ExternalReference(libs, blacklist, policy)
+    return out
 
 
-def _between_policies(tag: str, policy: Any) -> tuple[int, int] | None:  # noqa: ANN401
-    """The tag's glibc version when the tag is graded by an older policy, else None."""
-    m = _PEP600.match(tag)
-    if m is None or m["kind"] != "manylinux" or policy.name == tag or tag in policy.aliases:
+def _inside(path: Path, root: Path) -> bool:
+    path, root = path.resolve(), root.resolve()
+    return path == root or root in path.parents
+
+
+def fixup_trees(python_trees: dict[Path, Tree], other_trees: dict[Path, Tree]) -> None:
+    """auditwheel's rule: a dependency a non-extension library cannot resolve on its own is taken
+    from a fully resolved tree that loads that library (its loader has already found it)."""
+    resolved = [
+        t
+        for t in itertools.chain(python_trees.values(), other_trees.values())
+        if all(lib.realpath is not None for lib in t.libraries.values())
+    ]
+
+    def reference(path: Path) -> Tree | None:
+        for candidate in resolved:
+            for lib in candidate.libraries.values():
+                if lib.realpath is not None and lib.realpath.is_file() and path.samefile(lib.realpath):
+                    return candidate
         return None
-    return int(m["major"]), int(m["minor"])
+
+    for path, tree in list(other_trees.items()):
+        if all(lib.realpath is not None for lib in tree.libraries.values()):
+            continue
+        ref = reference(Path(tree.realpath))
+        if ref is None:
+            continue
+        libraries: dict[str, Dependency] = {}
+        known = set(tree.libraries)
+        for soname, lib in tree.libraries.items():
+            if lib.realpath is None and soname in ref.libraries:
+                libraries[soname] = ref.libraries[soname]
+                new = set(libraries[soname].needed) - known
+                while new:
+                    batch = set(new)
+                    known |= batch
+                    for name in batch:
+                        if name in ref.libraries:
+                            libraries[name] = ref.libraries[name]
+                            new.update(libraries[name].needed)
+                    new -= known
+            else:
+                libraries[soname] = lib
+        other_trees[path] = dataclasses.replace(tree, libraries=libraries)
 
 
-def _glibc_ok(versioned: Mapping[str, set[str]], glibc: tuple[int, int], policy: Any) -> bool:  # noqa: ANN401
-    for symbols in versioned.values():
-        for symbol in symbols:
-            name, _, version = symbol.partition("_")
-            if name == "GLIBC":
-                parts = tuple(int(p) for p in version.split(".") if p.isdigit())
-                if parts[:2] > glibc:
-                    return False
-            elif name in policy.symbol_versions and version not in policy.symbol_versions[name]:
-                return False
-    return True
+def machine_policy(
+    policies: Policies, architecture: str, trees: Mapping[Path, Tree], external_sonames: frozenset[str]
+) -> PlatformPolicy:
+    """The ISA check: an ELF file needing more than the baseline (x86-64-v3) is plain linux."""
+
+    def extended(platform: ElfPlatform) -> str | None:
+        if platform.error is not None:
+            raise ValueError(platform.error)  # auditwheel stops here too
+        return platform.extended
+
+    result = policies.highest
+    to_check: dict[Path, tuple[str | None, str | None]] = {}
+    for path, tree in trees.items():
+        to_check.setdefault(path, (None, extended(tree.platform)))
+        for dep in tree.libraries.values():
+            if dep.soname in external_sonames and dep.realpath is not None and dep.platform is not None:
+                to_check.setdefault(dep.realpath, (dep.soname, extended(dep.platform)))
+    for soname, needs in to_check.values():
+        if needs is None or is_superset(architecture, needs):
+            continue
+        found = policies.linux
+        if soname is not None:
+            for policy in policies:
+                if soname in policy.whitelist and policy.priority > found.priority:
+                    found = policy
+        if found.priority > policies.linux.priority:
+            result = min(result, found, key=lambda p: p.priority)
+        else:
+            result = policies.linux
+    return result
 
 
-def _beyond(policy: Any, versions: Mapping[str, set[str]]) -> list[str]:  # noqa: ANN401
-    """Symbol versions a policy does not provide (the explanation, not the verdict)."""
-    out: set[str] = set()
-    for symbols in versions.values():
-        for symbol in symbols:
-            name = symbol.partition("_")[0]
-            allowed = policy.symbol_versions.get(name)
-            if allowed is not None and symbol.partition("_")[2] not in allowed:
-                out.add(symbol)
-    return sorted(out, key=_version_key)
+def _merge(into: dict[str, ExternalReference], refs: Mapping[str, ExternalReference]) -> None:
+    for name, ref in refs.items():
+        target = into[name]
+        for lib, symbols in ref.blacklist.items():
+            target.blacklist[lib] = sorted(set(target.blacklist.get(lib, [])) | set(symbols))
+        target.libs.update(ref.libs)
 
 
-def _version_key(symbol: str) -> tuple[str, tuple[int, ...]]:
-    name, _, version = symbol.partition("_")
-    parts = tuple(int(p) for p in version.split(".") if p.isdigit())
-    return name, parts
+@dataclasses.dataclass
+class _Elves:
+    policies: Policies
+    architecture: str
+    trees: dict[Path, Tree]
+    external: dict[Path, dict[str, ExternalReference]]
+    versioned: dict[str, set[str]]
+    ucs2: bool
+    pyfpe: bool
 
 
-def analyze(request: Mapping[str, Any]) -> dict[str, Any]:
-    """Run auditwheel's analysis as the request says; return a JSON-able report."""
-    from auditwheel.elfutils import elf_find_versioned_symbols
+def _read_elves(
+    root: Path,
+    wheel_name: str,
+    libs: Sequence[Library],
+    exclude: frozenset[str],
+    graded: Graded,
+    reads: _Reads,
+) -> _Elves:
+    """auditwheel's ``get_wheel_elfdata`` on the extracted tree: every ELF file's libraries resolved."""
     from auditwheel.error import NonPlatformWheelError, WheelToolsError
-    from auditwheel.wheel_abi import analyze_wheel_abi
-    from auditwheel.wheeltools import get_wheel_architecture, get_wheel_libc
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
+    from auditwheel.libc import Libc
+    from auditwheel.wheeltools import get_wheel_architecture, get_wheel_libc, get_wheel_platforms
 
-    start = time.perf_counter()
-    wheel = Path(request["wheel"])
-    root = Path(request["root"])
-    files: list[str] = list(request["files"])
-    exclude = frozenset(request["exclude"])
-    mode = "extracted-tree" if _seams_available() and not request.get("plain") else "wheel"
-    graded = "all"
-    if mode == "extracted-tree":
-        _install_seams(root, files, request.get("pending", {}))
-        if request.get("policies") == "claimed":
-            _restrict_policies(request["platform_tags"])
-            graded = "claimed"
-    base: dict[str, Any] = {
-        "auditwheel_version": importlib.metadata.version("auditwheel"),
-        "mode": mode,
+    architecture: str | None
+    libc: str | None
+    try:
+        architecture = get_wheel_architecture(wheel_name).value
+    except (WheelToolsError, NonPlatformWheelError):
+        architecture = None
+    try:
+        libc = str(get_wheel_libc(wheel_name))
+    except WheelToolsError:
+        libc = None
+    policies: Policies | None = None
+
+    def policies_for(libc_: str, arch: str) -> Policies:
+        loaded = policies_of(libc_, arch, wheel_name)
+        floor = claimed_floor(loaded, get_wheel_platforms(wheel_name)) if graded == "claimed" else None
+        return loaded.up_to(floor) if floor is not None else loaded
+
+    resolver = Resolver(exclude)
+    python_trees: dict[Path, Tree] = {}
+    other_trees: dict[Path, Tree] = {}
+    external: dict[Path, dict[str, ExternalReference]] = {}
+    versioned: dict[str, set[str]] = defaultdict(set)
+    ucs2 = pyfpe = platform_wheel = False
+    purelib = [lib.path for lib in libs if lib.elf is not None and "purelib" in Path(lib.path).parts[:-1]]
+    if purelib:
+        raise _AbiFailure(
+            "Invalid binary wheel, found the following shared library/libraries in purelib folder: "
+            + ", ".join(purelib)
+        )
+    for lib in sorted((lib for lib in libs if lib.elf is not None), key=lambda lib: lib.path):
+        path = (root / lib.path).resolve()
+        tree = resolver.tree(path)
+        elf_arch = tree.platform.base
+        if elf_arch is None:
+            continue  # unknown architecture: auditwheel ignores the file
+        if architecture is None:
+            architecture = elf_arch
+        elif elf_arch != architecture:
+            continue
+        if tree.libc is not None:
+            if libc is None:
+                libc = tree.libc
+            elif libc != tree.libc:
+                continue
+        if policies is None and libc is not None:
+            policies = policies_for(libc, architecture)
+        platform_wheel = True
+        for soname, versions in reads.versions(path).items():
+            versioned[soname] |= versions
+        is_extension, py_version = python_extension(path)
+        if is_extension:
+            if policies is None:
+                raise _AbiFailure(f"couldn't detect libc for python extension {lib.path}")
+            python_trees[path] = tree
+            undefined = reads.undefined(path)
+            pyfpe |= any(s.name in _PYFPE and s.type in (STT_FUNC, STT_NOTYPE) for s in undefined)
+            if py_version == 2:
+                ucs2 |= any("PyUnicodeUCS2_" in s.name and s.type == STT_FUNC for s in undefined)
+            external[path] = external_references(policies, tree, root, reads)
+        else:
+            other_trees[path] = tree
+    if not platform_wheel or architecture is None:
+        raise NonPlatformWheelError(architecture, [])
+    fixup_trees(python_trees, other_trees)
+    needed = {
+        soname for t in itertools.chain(python_trees.values(), other_trees.values()) for soname in t.needed
+    }
+    if policies is None:
+        policies = policies_for(str(Libc.detect()), architecture)
+    trees = dict(python_trees)
+    for path, tree in other_trees.items():
+        if path.name not in needed:
+            trees[path] = tree
+        external[path] = external_references(policies, tree, root, reads)
+    return _Elves(policies, architecture, trees, external, dict(versioned), ucs2, pyfpe)
+
+
+def _empty(exclude: frozenset[str], graded: Graded) -> dict[str, Any]:
+    return {
+        "auditwheel_version": _auditwheel_version(),
+        "mode": "elf-reader",
         "pure": False,
         "error": None,
         "overall_tag": None,
@@ -322,359 +351,141 @@ def analyze(request: Mapping[str, Any]) -> dict[str, Any]:
         "tags": {},
         "files": {},
         "external_libs": {},
-        "excluded": sorted(exclude),
+        "excluded": tuple(sorted(exclude)),
         "policies": graded,
+        "versioned_symbols": {},
     }
+
+
+def analyze_abi(
+    root: Path,
+    wheel_name: str,
+    platform_tags: Sequence[str],
+    libs: Sequence[Library],
+    exclude: Iterable[str] = (),
+    *,
+    graded: Graded = "claimed",
+) -> AbiReport:
+    """The tags the ELF files of an extracted wheel allow, and whether each claimed tag is honest.
+
+    ``graded="claimed"`` grades the claimed tag and every newer policy only (an older
+    policy's blacklist cannot change whether the claimed tag is honest); ``"all"`` grades
+    every policy, as ``auditwheel show`` does. Never raises for a bad wheel: the report's
+    ``error`` (or ``pure``) says what stopped the analysis.
+    """
+    from auditwheel.error import NonPlatformWheelError, WheelToolsError
+
+    start = time.perf_counter()
+    excluded = frozenset(exclude)
+    base = _empty(excluded, graded)
+    reads = _Reads(libs, root)
     try:
-        arch = get_wheel_architecture(wheel.name)
-    except (WheelToolsError, NonPlatformWheelError):
-        arch = None
-    try:
-        libc = get_wheel_libc(wheel.name)
-    except WheelToolsError:
-        libc = None
-    try:
-        info = analyze_wheel_abi(libc, arch, wheel, exclude, disable_isa_ext_check=False, allow_graft=False)
+        elves = _read_elves(root, wheel_name, libs, excluded, graded, reads)
+        base.update(_verdict(elves, reads, platform_tags, libs, root))
     except NonPlatformWheelError as exc:
         base.update(pure=True, error=str(exc.message))
-        base["seconds"] = time.perf_counter() - start
-        return base
-    except (WheelToolsError, RuntimeError, ValueError, ELFError, OSError) as exc:
+    except _AbiFailure as exc:
+        base.update(error=str(exc))
+    except (ElfError, WheelToolsError, OSError, ValueError) as exc:
         base.update(error=f"{type(exc).__name__}: {exc}")
-        base["seconds"] = time.perf_counter() - start
-        return base
+    return AbiReport(seconds=time.perf_counter() - start, **base)
 
-    policies = info.policies
-    overall = info.overall_policy
+
+def _verdict(
+    elves: _Elves, reads: _Reads, platform_tags: Sequence[str], libs: Sequence[Library], root: Path
+) -> dict[str, Any]:
+    """auditwheel's ``analyze_wheel_abi`` policies from the ELF data, and each claimed tag graded."""
+    policies = elves.policies
+    refs = {p.name: ExternalReference({}, {}, p) for p in policies}
+    for path in elves.trees:
+        _merge(refs, elves.external[path])
+    grafted: dict[Path, str] = {}  # auditwheel's get_external_libs: realpath -> soname, first wins
+    for ref in refs.values():
+        if ref.policy.priority:
+            for soname, real in ref.libs.items():
+                if real:
+                    grafted.setdefault(Path(real), soname)
+    external_versions = {soname: reads.external_versions(path) for path, soname in grafted.items()}
+    symbol_policy, versioned = policies.versioned_symbols_policy(elves.versioned), elves.versioned
+    candidates: list[tuple[PlatformPolicy, dict[str, set[str]]]] = []
+    for ref in refs.values():
+        if ref.policy.priority == 0:
+            continue
+        symbols = {k: set(v) for k, v in elves.versioned.items()}
+        for soname in ref.libs:
+            for k, v in external_versions.get(soname, {}).items():
+                symbols.setdefault(k, set()).update(v)
+        found = min(ref.policy, policies.versioned_symbols_policy(symbols), key=lambda p: p.priority)
+        candidates.append((found, symbols))
+    if candidates:
+        symbol_policy, versioned = max(candidates, key=lambda c: c[0].priority)
     components = {
-        "symbol versions": info.sym_policy,
-        "blacklisted symbols": info.blacklist_policy,
-        "instruction set": info.machine_policy,
-        "external libraries": info.ref_policy,
-        "ucs2 symbols": info.ucs_policy,
-        "PyFPE_jbuf": info.pyfpe_policy,
+        "symbol versions": symbol_policy,
+        "blacklisted symbols": max(
+            (r.policy for r in refs.values() if not r.blacklist), key=_prio, default=policies.linux
+        ),
+        "instruction set": machine_policy(
+            policies, elves.architecture, elves.trees, frozenset(grafted.values())
+        ),
+        "external libraries": max(
+            (r.policy for r in refs.values() if not r.libs), key=_prio, default=policies.linux
+        ),
+        "ucs2 symbols": policies.linux if elves.ucs2 else policies.highest,
+        "PyFPE_jbuf": policies.linux if elves.pyfpe else policies.highest,
     }
+    overall = min(components.values(), key=_prio)
     tags: dict[str, Any] = {}
-    claimed: list[Any] = []
-    for tag in request["platform_tags"]:
-        policy = _policy_for_tag(policies, tag)
+    claimed: list[PlatformPolicy] = []
+    for tag in platform_tags:
+        policy = policy_for_tag(policies, tag)
         if policy is None:
             tags[tag] = {"policy": None, "honest": False}
             continue
         claimed.append(policy)
-        ext = info.external_refs[policy.name]
         limited = sorted(name for name, p in components.items() if p.priority < policy.priority)
         honest = policy.priority <= overall.priority
-        between = _between_policies(tag, policy)
+        between = tag_between(tag, policy)
         if between is not None:
             # A PEP 600 tag between auditwheel's policies: glibc symbol versions are compared
             # with the tag's own glibc version, everything else with the older policy.
-            glibc_ok = _glibc_ok(info.versioned_symbols, between, policy)
-            limited = [n for n in limited if n != "symbol versions"] + (
-                [] if glibc_ok else ["symbol versions"]
-            )
+            ok = glibc_ok(versioned, between, policy)
+            limited = [n for n in limited if n != "symbol versions"] + ([] if ok else ["symbol versions"])
             honest = not limited
+        ref = refs[policy.name]
         tags[tag] = {
             "policy": policy.name,
             "honest": honest,
             "limited_by": limited,
-            "libs_to_eliminate": sorted(ext.libs),
-            "blacklisted_symbols": {k: sorted(v) for k, v in sorted(ext.blacklist.items())},
+            "libs_to_eliminate": sorted(ref.libs),
+            "blacklisted_symbols": {k: sorted(v) for k, v in sorted(ref.blacklist.items())},
         }
-    strictest = max(claimed, default=None)  # the most compatible tag the wheel claims
-    per_file: dict[str, Any] = {}
-    for name in files:
-        path = root / name
-        versions: dict[str, set[str]] = defaultdict(set)
-        try:
-            with path.open("rb") as f:
-                for lib, version in elf_find_versioned_symbols(ELFFile(f)):
-                    versions[lib].add(version)
-        except (ELFError, OSError):
+    strictest = max(claimed, key=_prio, default=None)  # the most compatible tag the wheel claims
+    files: dict[str, Any] = {}
+    for lib in libs:
+        if lib.elf is None:
             continue
+        versions = reads.versions(root / lib.path)
         entry: dict[str, Any] = {"sym_tag": policies.versioned_symbols_policy(versions).name}
         if strictest is not None:
-            entry["beyond_claimed"] = _beyond(strictest, versions)
-        per_file[name] = entry
-    base.update(
-        overall_tag=overall.name,
-        sym_tag=info.sym_policy.name,
-        component_tags={name: p.name for name, p in components.items()},
-        tags=tags,
-        files=per_file,
-        external_libs={
-            k: (str(v) if v else None)
-            for k, v in sorted(info.external_refs[policies.highest.name].libs.items())
-        },
-    )
-    base["seconds"] = time.perf_counter() - start
-    return base
+            entry["beyond_claimed"] = beyond(strictest, versions)
+        files[lib.path] = entry
+    return {
+        "overall_tag": overall.name,
+        "sym_tag": symbol_policy.name,
+        "component_tags": {name: p.name for name, p in components.items()},
+        "tags": tags,
+        "files": files,
+        "external_libs": {k: v for k, v in sorted(refs[policies.highest.name].libs.items())},
+        "versioned_symbols": {k: tuple(sorted(v)) for k, v in sorted(versioned.items())},
+    }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m release.audit.abi scan KIND PATH`` | ``... analyze REQUEST.json``: JSON on stdout."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) == 3 and args[0] == "scan" and args[1] in SCAN_KINDS:
-        result = scan(args[1], args[2])
-    elif len(args) == 2 and args[0] == "analyze":
-        result = analyze(json.loads(Path(args[1]).read_text(encoding="utf-8")))
-    else:
-        print(
-            f"usage: python -m release.audit.abi scan {{{','.join(SCAN_KINDS)}}} ELF_PATH | analyze REQUEST_JSON",
-            file=sys.stderr,
-        )
-        return 2
-    json.dump(result, sys.stdout, sort_keys=True)
-    return 0
-
-
-# --------------------------------------------------------------------------- parent side
-
-
-def _report(data: Mapping[str, Any]) -> AbiReport:
-    return AbiReport(
-        auditwheel_version=data["auditwheel_version"],
-        mode=data["mode"],
-        pure=data["pure"],
-        error=data["error"],
-        overall_tag=data["overall_tag"],
-        sym_tag=data["sym_tag"],
-        component_tags=data["component_tags"],
-        tags=data["tags"],
-        files=data["files"],
-        external_libs=data["external_libs"],
-        excluded=tuple(data["excluded"]),
-        seconds=float(data.get("seconds", 0.0)),
-        policies=str(data.get("policies", "all")),
-    )
-
-
-class AbiRunner:
-    """Pre-reads big libraries as they are extracted; runs the analysis in a child.
-
-    ``on_extracted`` and ``on_libraries_done`` are :func:`release.audit.wheel.open_wheel`
-    callbacks: the first notes every readable ELF file and starts the reads of big
-    ones, the second starts the analysis of the ELF files as soon as the libraries
-    are out (the rest of the wheel is still being read). :meth:`analyze` returns that
-    analysis when its file list is still right, or starts one. Use as a context
-    manager (or call :meth:`close`): it waits for every child it started, and marks
-    every scan it did not run as failed, so the analysis never waits in vain.
-    """
-
-    def __init__(
-        self,
-        scratch: Path,
-        *,
-        wheel: Path | None = None,
-        exclude: Sequence[str] = (),
-        policies: Literal["claimed", "all"] = "claimed",
-        jobs: int | None = None,
-        min_dynsym: int = SCAN_MIN_DYNSYM,
-    ) -> None:
-        self.scratch = scratch
-        self.exclude = tuple(sorted(exclude))
-        self.policies = policies
-        # sonames whose symbols a graded policy blacklists: only libraries linking one of
-        # them get their undefined symbols read (None: not known, read them all)
-        self._blacklisted = _blacklisted_sonames(wheel.name, policies) if wheel is not None else None
-        self._elf: set[str] = set()
-        self._early: tuple[tuple[str, ...], Future[AbiReport]] | None = None
-        self.seeds = scratch / "seeds"
-        self.seeds.mkdir(parents=True, exist_ok=True)
-        self.min_dynsym = min_dynsym
-        workers = jobs or 2 * max(2, os.cpu_count() or 2)
-        self._scan_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="abi-scan")
-        self._analysis_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="abi")
-        self._pending: dict[str, dict[str, str]] = {}
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Start no new scan; mark the ones never run as failed; wait for every child."""
-        self._scan_pool.shutdown(wait=True, cancel_futures=True)
-        with self._lock:
-            pending = [Path(f) for kinds in self._pending.values() for f in kinds.values()]
-        for seed_file in pending:
-            _mark_failed_if_missing(seed_file)
-        self._analysis_pool.shutdown(wait=True, cancel_futures=True)
-
-    @staticmethod
-    def _env() -> dict[str, str]:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_RELEASE_PARENT, env.get("PYTHONPATH", "")) if p)
-        return env
-
-    def _scan(self, kind: str, path: Path, seed_file: Path) -> None:
-        data: dict[str, Any] = {"failed": True}
-        try:
-            result = proc.run(
-                [sys.executable, "-m", "release.audit.abi", "scan", kind, path], env=self._env()
-            )
-            data = json.loads(result.stdout)
-        except (StepFailed, ToolError, json.JSONDecodeError):
-            pass  # the analysis reads the file itself and reports what is wrong with it
-        finally:
-            _write_seed(seed_file, data)
-
-    def on_extracted(self, member: Member) -> None:
-        if not (member.is_elf and member.path is not None):
-            return
-        try:
-            info = read_elf(member.path)
-        except ElfError:
-            return  # not readable as ELF: the inspection reports it; auditwheel never sees it
-        with self._lock:
-            self._elf.add(member.name)
-        dynsym = info.section(".dynsym")
-        if dynsym is None or dynsym.size < self.min_dynsym:
-            return
-        wanted = ["pyext"]
-        if self._blacklisted is None or self._blacklisted & set(info.needed):
-            wanted.append("undefined")
-        with self._lock:
-            index = len(self._pending)
-            kinds = {kind: str(self.seeds / f"{index}-{kind}.json") for kind in wanted}
-            self._pending[str(member.path.resolve())] = kinds
-        for kind, seed_file in kinds.items():
-            future = self._scan_pool.submit(self._scan, kind, member.path, Path(seed_file))
-            # Whatever happens to the scan (an error, a cancellation), the analysis gets an answer.
-            future.add_done_callback(functools.partial(_on_scan_done, Path(seed_file)))
-
-    def _analyze(self, request: dict[str, Any]) -> AbiReport:
-        with self._lock:
-            request["pending"] = {path: dict(kinds) for path, kinds in self._pending.items()}
-        request_file = self.scratch / "abi-request.json"
-        request_file.write_text(json.dumps(request), encoding="utf-8")
-        try:
-            result = proc.run(
-                [sys.executable, "-m", "release.audit.abi", "analyze", request_file], env=self._env()
-            )
-            return _report(json.loads(result.stdout))
-        except (StepFailed, json.JSONDecodeError) as exc:
-            return AbiReport(
-                auditwheel_version=_auditwheel_version(),
-                mode="failed",
-                pure=False,
-                error=f"auditwheel's analysis crashed: {exc}",
-                overall_tag=None,
-                sym_tag=None,
-                component_tags={},
-                tags={},
-                files={},
-                external_libs={},
-                excluded=tuple(request["exclude"]),
-                seconds=0.0,
-            )
-
-    def on_libraries_done(self, root: Path, wheel: Path) -> None:
-        """Start the analysis of the ELF files extracted so far (called once the libraries are out)."""
-        from packaging.utils import parse_wheel_filename
-
-        with self._lock:
-            files = tuple(sorted(self._elf))
-        if not files:
-            return
-        tags = sorted({t.platform for t in parse_wheel_filename(wheel.name)[3]})
-        request = self._request(wheel, root, files, self.exclude, tags, plain=False)
-        request["policies"] = self.policies
-        self._early = (files, self._analysis_pool.submit(self._analyze, request))
-
-    @staticmethod
-    def _request(
-        wheel: Path,
-        root: Path,
-        files: Sequence[str],
-        exclude: Sequence[str],
-        tags: Sequence[str],
-        *,
-        plain: bool,
-    ) -> dict[str, Any]:
-        return {
-            "wheel": str(wheel.resolve()),
-            "root": str(root),
-            "files": list(files),
-            "exclude": sorted(exclude),
-            "platform_tags": list(tags),
-            "plain": plain,
-        }
-
-    def analyze(
-        self,
-        wheel: WheelFile,
-        files: Sequence[str],
-        exclude: Sequence[str] | None = None,
-        *,
-        plain: bool = False,
-    ) -> Future[AbiReport]:
-        """The analysis of ``files`` (wheel-relative ELF paths): the early one when it covered
-        exactly these files with the same exclusions, else a new one (scans may still run).
-
-        ``plain``: run auditwheel exactly as ``auditwheel show`` does (it unzips the wheel
-        itself), to compare with.
-        """
-        exclude = self.exclude if exclude is None else tuple(sorted(exclude))
-        if (
-            self._early is not None
-            and not plain
-            and self._early[0] == tuple(sorted(files))
-            and exclude == self.exclude
-        ):
-            return self._early[1]
-        request = self._request(wheel.path, wheel.root, files, exclude, wheel.platform_tags, plain=plain)
-        request["policies"] = self.policies
-        return self._analysis_pool.submit(self._analyze, request)
-
-
-def _blacklisted_sonames(wheel_name: str, policies: str) -> frozenset[str] | None:
-    """Sonames a graded auditwheel policy blacklists symbols of (None: cannot tell)."""
-    from auditwheel.error import NonPlatformWheelError, WheelToolsError
-    from auditwheel.policy import WheelPolicies
-    from auditwheel.wheeltools import get_wheel_architecture, get_wheel_libc, get_wheel_platforms
-
-    try:
-        all_policies = WheelPolicies(libc=get_wheel_libc(wheel_name), arch=get_wheel_architecture(wheel_name))
-        graded = list(all_policies)
-        if policies == "claimed":
-            floor = claimed_floor(all_policies, get_wheel_platforms(wheel_name))
-            if floor is None:
-                return None
-            graded = [p for p in graded if p.priority <= floor.priority]
-    except (WheelToolsError, NonPlatformWheelError, ValueError, LookupError):
-        return None
-    return frozenset(soname for p in graded for soname in p.blacklist)
-
-
-def _on_scan_done(path: Path, _future: Future[None]) -> None:
-    _mark_failed_if_missing(path)
-
-
-def _mark_failed_if_missing(path: Path) -> None:
-    if not path.exists():
-        _write_seed(path, {"failed": True})
-
-
-def _write_seed(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    tmp.replace(path)
+def _prio(policy: PlatformPolicy) -> int:
+    return policy.priority
 
 
 def _auditwheel_version() -> str:
     try:
         return importlib.metadata.version("auditwheel")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - auditwheel is a dependency
         return "missing"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,30 +1,35 @@
 """``python -m release audit WHEEL... [--row ID | --variant VARIANT --gpu-archs LIST]``.
 
 Without ``--row`` or ``--variant`` each wheel is audited against the row its file name
-claims (local version label, Python tag, platform tag). Exit codes: 0 every wheel
+claims (:func:`release.records.row_matches_wheel`). A file is audited as it is (a third
+party's wheel has no build record); a ROW argument means that row's wheel in ``--dist``,
+and its build record must match it (the record chain, exit 1 when it does not). Exit codes: 0 every wheel
 passed, 1 some wheel has failing findings, 2 bad input (unreadable wheel, unknown
-row, malformed arch list). A record ``<wheel>.audit.json`` is written beside each
-audited wheel unless ``--no-record``.
+row, malformed arch list). A record ``<wheel>.audit.json`` and a page ``<wheel>.audit.html``
+(the GPU support grid, the findings, the inventory) are written beside each audited wheel
+unless ``--no-record``. Under GitHub Actions each failing finding is also an ``::error``
+annotation (title: the check) and each CUDA wheel's GPU support table goes to the job summary.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
-import hashlib
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from release.audit.model import Expectation
+from release import records
+from release.audit.html import HTML_SUFFIX, render_html
+from release.audit.model import AuditResult, Expectation
 from release.audit.record import write_record
 from release.audit.report import render_gpu_markdown, render_json, render_text
-from release.audit.run import audit_wheel, expectation_for_wheel
-from release.core.errors import InputError
+from release.audit.run import audit_wheel
+from release.core import log
+from release.core.errors import CheckFailed, InputError
 from release.policy.archs import ArchSyntaxError, parse_arch_list
 from release.policy.load import load_policy
-from release.policy.matrix import Row, expand
+from release.policy.matrix import Row, expand, select
 from release.policy.model import Policy
 
 __all__ = ["add_audit_parser", "cmd_audit"]
@@ -41,7 +46,13 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN40
         "unit, declared CUDA packages, RPATH/RUNPATH, RECORD, platform tag (auditwheel), C++ SDK. "
         "Exit 0 all passed, 1 findings, 2 bad input.",
     )
-    p.add_argument("wheels", nargs="+", metavar="WHEEL", help="wheel files to audit")
+    p.add_argument(
+        "wheels",
+        nargs="+",
+        metavar="WHEEL",
+        help="wheel files to audit as they are, or row ids/globs: that row's wheel in --dist, "
+        "which needs its build record",
+    )
     which = p.add_mutually_exclusive_group()
     which.add_argument(
         "--row", metavar="ID", help="audit against this row (default: the row each file name claims)"
@@ -66,7 +77,12 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN40
         help="also list each library's device code with cuobjdump and compare (slow on big libraries)",
     )
     p.add_argument(
-        "--no-record", action="store_true", help="do not write <wheel>.audit.json beside the wheel"
+        "--no-record",
+        action="store_true",
+        help="do not write <wheel>.audit.json and <wheel>.audit.html beside the wheel",
+    )
+    p.add_argument(
+        "--dist", default="dist", help="where row wheels are, for ROW arguments (default: %(default)s)"
     )
     p.set_defaults(func=cmd_audit)
     return p
@@ -76,11 +92,7 @@ def _policy(path: str, *, required: bool) -> tuple[Policy | None, str | None]:
     if not required and path == DEFAULT_POLICY and not Path(path).is_file():
         return None, None
     policy = load_policy(path)
-    try:
-        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError as exc:  # pragma: no cover - load_policy just read it
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
-    return policy, digest
+    return policy, records.policy_sha256(policy)
 
 
 def _row(rows: tuple[Row, ...], row_id: str, policy: Policy) -> Row:
@@ -114,8 +126,59 @@ def _fixed_expectation(args: argparse.Namespace) -> tuple[Expectation | None, Po
     return None, policy, digest
 
 
+def _wheels(args: argparse.Namespace, policy: Policy | None) -> list[str]:
+    """The wheels to audit. A file is audited as it is: a third party's wheel has no build
+    record. A row id or glob (what the nox sessions pass) means that row's wheel in ``--dist``,
+    and its build record must be there, bound to the wheel's sha256, the row and this policy."""
+    wheels: list[str] = []
+    problems: list[str] = []
+    for item in args.wheels:
+        if item.endswith(".whl") or Path(item).exists():
+            wheels.append(item)
+            continue
+        policy = policy or load_policy(args.policy)
+        for row in select(policy, expand(policy), patterns=(item,)):
+            wheel = records.the_wheel(Path(args.dist), row, "audit")
+            try:
+                records.require(
+                    wheel,
+                    records.BuildRecord,
+                    step="audit",
+                    row_id=row.id,
+                    policy_sha256=records.policy_sha256(policy),
+                )
+            except CheckFailed as exc:
+                problems.append(str(exc))
+            wheels.append(str(wheel))
+    if problems:
+        raise CheckFailed("\n".join(problems))
+    return wheels
+
+
+def _write_beside(result: AuditResult) -> tuple[Path, Path]:
+    """The record and the HTML page beside the wheel (the old page goes first: a page never
+    stands beside a wheel it was not made from)."""
+    page = result.wheel_path.with_name(result.wheel_path.name + HTML_SUFFIX)
+    page.unlink(missing_ok=True)
+    record = write_record(result)
+    page.write_text(render_html(result), encoding="utf-8")
+    return record, page
+
+
+def _github(result: AuditResult) -> None:
+    """Under GitHub Actions: an ``::error`` per failing finding, the GPU table in the job summary."""
+    if not log.github():
+        return
+    for f in result.failures:
+        log.annotate(f.check, f"{result.wheel}: {f.message}")
+    if result.expectation.is_cuda:
+        verdict = "passed" if result.passed else f"FAILED ({', '.join(result.failed_checks())})"
+        log.job_summary(f"### audit of `{result.wheel}`: {verdict}\n\n{render_gpu_markdown(result)}")
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     fixed, policy, digest = _fixed_expectation(args)
+    args.wheels = _wheels(args, policy)
     rows = expand(policy) if fixed is None and policy is not None else ()
     results = []
     errors: list[dict[str, Any]] = []
@@ -126,24 +189,26 @@ def cmd_audit(args: argparse.Namespace) -> int:
                 expectation = fixed
             else:
                 assert policy is not None
-                expectation = replace(expectation_for_wheel(wheel, policy, rows), policy_sha256=digest)
+                row = records.row_for_wheel(Path(wheel).name, rows, policy_path=policy.path)
+                expectation = replace(Expectation.from_row(row), policy_sha256=digest)
             result = audit_wheel(wheel, expectation, cross_check_cuobjdump=args.cross_check)
         except InputError as exc:
             errors.append({"wheel": Path(wheel).name, "error": str(exc), "exit_code": exc.return_code})
             if not args.json:
-                print(f"error: {exc}", file=sys.stderr)
+                log.warn(f"error: {exc}")
             code = max(code, exc.return_code)
             continue
         results.append(result)
-        record = None if args.no_record else write_record(result)
+        written = None if args.no_record else _write_beside(result)
+        _github(result)
         if not result.passed:
             code = max(code, 1)
         if args.gpu_markdown:
             print(render_gpu_markdown(result))
         elif not args.json:
             print(render_text(result))
-            if record is not None:
-                print(f"  record: {record}")
+            if written is not None:
+                print(f"  record: {written[0]}\n  report: {written[1]}")
             print()
     if args.json:
         print(render_json(results, errors))

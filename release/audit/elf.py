@@ -1,8 +1,10 @@
-"""A small ELF reader: headers, section table and the dynamic section.
+"""A small ELF reader: headers, section table, the dynamic section and symbol versions.
 
 Pure Python (``struct`` and ``os.pread``), ELF32 and ELF64, little and big
 endian. It never loads a whole file: every read is a bounded ``pread`` of the
 bytes it needs, so a 500 MB ``libtorch_cuda.so`` costs a few kilobytes of I/O.
+The bounded file, header and table reading live in :mod:`release.audit.elf_core`;
+the dynamic symbol table (lookups, undefined symbols) in :mod:`release.audit.elf_symbols`.
 
 Everything that is wrong with a file (not ELF, truncated, a table or section
 outside the file, a string outside its table) raises :class:`ElfError`, an
@@ -15,24 +17,46 @@ import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 from typing import Literal, NamedTuple, Self
 
-from release.core.errors import InputError
+from release.audit.elf_core import (
+    ELF_MAGIC,
+    MAX_STRING,
+    PT_DYNAMIC,
+    PT_LOAD,
+    SHT_DYNAMIC,
+    SHT_GNU_VERDEF,
+    SHT_GNU_VERNEED,
+    SHT_NOBITS,
+    ElfError,
+    ElfFile,
+    Header,
+    Layout,
+    RawSection,
+    Section,
+    Segment,
+    is_elf,
+    read_header,
+    read_section_table,
+    read_sections,
+    read_segments,
+    read_string,
+)
 
-ELF_MAGIC = b"\x7fELF"
-
-# Section types used here (the rest are kept as numbers).
-SHT_NULL = 0
-SHT_STRTAB = 3
-SHT_DYNAMIC = 6
-SHT_NOBITS = 8
-
-SHN_XINDEX = 0xFFFF
-
-PT_LOAD = 1
-PT_DYNAMIC = 2
+__all__ = [
+    "ELF_MAGIC",
+    "SHT_NOBITS",
+    "ElfError",
+    "ElfInfo",
+    "Section",
+    "SectionReader",
+    "is_elf",
+    "iter_section",
+    "open_section",
+    "read_elf",
+    "section_bytes",
+]
 
 DT_NULL = 0
 DT_NEEDED = 1
@@ -41,6 +65,13 @@ DT_STRSZ = 10
 DT_SONAME = 14
 DT_RPATH = 15
 DT_RUNPATH = 29
+DT_VERNEED = 0x6FFFFFFE
+PT_INTERP = 3
+SHT_NOTE = 7
+EM_X86_64 = 62
+NT_GNU_PROPERTY_TYPE_0 = 5
+GNU_PROPERTY_X86_ISA_1_NEEDED = 0xC0008002
+MAX_NOTES = 1 << 20  # note sections read whole only up to this size
 
 MACHINE_NAMES: dict[int, str] = {
     3: "x86",
@@ -63,21 +94,11 @@ _TAG_NAMES = {
     DT_RUNPATH: "DT_RUNPATH",
 }
 
-# Longest string read from a string table (a DT_NEEDED name, a runpath).
-_MAX_STRING = 1 << 16
-
-
-class ElfError(InputError):
-    """A file is not a readable ELF file. The message names the file and the fault."""
-
-
-class Section(NamedTuple):
-    """One entry of the section header table."""
-
-    name: str
-    offset: int
-    size: int
-    type: int
+# Verneed/Vernaux and Verdef/Verdaux records (the same layout in ELF32 and ELF64).
+_VERNEED = "HHIII"  # vn_version vn_cnt vn_file vn_aux vn_next
+_VERNAUX = "IHHII"  # vna_hash vna_flags vna_other vna_name vna_next
+_VERDEF = "HHHHIII"  # vd_version vd_flags vd_ndx vd_cnt vd_hash vd_aux vd_next
+_VERDAUX = "II"  # vda_name vda_next
 
 
 @dataclass(frozen=True)
@@ -94,6 +115,14 @@ class ElfInfo:
     rpath: tuple[str, ...]
     runpath: tuple[str, ...]
     soname: str | None
+    # symbol versions the file needs, per library: (("libc.so.6", ("GLIBC_2.2.5", "GLIBC_2.34")), ...)
+    version_needs: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # version nodes the file defines: a real libcudart.so.13 defines "libcudart.so.13"
+    version_definitions: tuple[str, ...] = ()
+    osabi: int = 0  # EI_OSABI: 0 System V, 3 GNU/Linux
+    flags: int = 0  # e_flags (ARM: EABI version, hard float)
+    interpreter: str | None = None  # PT_INTERP of an executable
+    x86_isa_needed: int | None = None  # GNU_PROPERTY_X86_ISA_1_NEEDED bits (x86-64-v2: 2, v3: 4, v4: 8)
 
     @property
     def machine_name(self) -> str:
@@ -110,280 +139,13 @@ class ElfInfo:
         return tuple(s for s in self.sections if s.name == name)
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """Struct formats for one (class, byte order)."""
-
-    elf_class: Literal[32, 64]
-    endian: str
-    ehdr: struct.Struct
-    shdr: struct.Struct
-    phdr: struct.Struct
-    dyn: struct.Struct
-
-
-def _layout(elf_class: Literal[32, 64], endian: str) -> _Layout:
-    if elf_class == 64:
-        return _Layout(
-            elf_class,
-            endian,
-            # e_type e_machine e_version e_entry e_phoff e_shoff e_flags
-            # e_ehsize e_phentsize e_phnum e_shentsize e_shnum e_shstrndx
-            struct.Struct(endian + "HHIQQQIHHHHHH"),
-            # name type flags addr offset size link info addralign entsize
-            struct.Struct(endian + "IIQQQQIIQQ"),
-            # type flags offset vaddr paddr filesz memsz align
-            struct.Struct(endian + "IIQQQQQQ"),
-            struct.Struct(endian + "qQ"),
-        )
-    return _Layout(
-        elf_class,
-        endian,
-        struct.Struct(endian + "HHIIIIIHHHHHH"),
-        struct.Struct(endian + "IIIIIIIIII"),
-        # type offset vaddr paddr filesz memsz flags align
-        struct.Struct(endian + "IIIIIIII"),
-        struct.Struct(endian + "iI"),
-    )
-
-
-class _File:
-    """An open file read with bounded preads; every short read is an ElfError."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = os.fspath(path)
-        try:
-            if Path(self.path).is_dir():
-                raise ElfError(f"{self.path}: is a directory, not an ELF file")
-            self._fd = os.open(self.path, os.O_RDONLY)
-        except OSError as exc:
-            raise ElfError(f"{self.path}: cannot open: {exc.strerror or exc}") from exc
-        try:
-            self.size = os.fstat(self._fd).st_size
-        except OSError as exc:
-            os.close(self._fd)
-            raise ElfError(f"{self.path}: cannot stat: {exc.strerror or exc}") from exc
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def read(self, offset: int, size: int, what: str) -> bytes:
-        """Exactly ``size`` bytes at ``offset`` or ElfError naming ``what``."""
-        if offset < 0 or size < 0 or offset + size > self.size:
-            raise ElfError(
-                f"{self.path}: truncated or corrupt: {what} at offset {offset:#x} "
-                f"({size} bytes) lies outside the file ({self.size} bytes)"
-            )
-        try:
-            data = os.pread(self._fd, size, offset)
-        except OSError as exc:
-            raise ElfError(f"{self.path}: cannot read {what}: {exc.strerror or exc}") from exc
-        if len(data) != size:
-            raise ElfError(
-                f"{self.path}: truncated: {what} at offset {offset:#x} needs {size} bytes, got {len(data)}"
-            )
-        return data
-
-
-def is_elf(path: str | os.PathLike[str]) -> bool:
-    """True when the file starts with the ELF magic. ElfError if it cannot be read."""
-    with _File(path) as f:
-        if f.size < len(ELF_MAGIC):
-            return False
-        return f.read(0, len(ELF_MAGIC), "ELF magic") == ELF_MAGIC
-
-
-def _describe_start(head: bytes) -> str:
-    text = head[:32]
-    if text and all(32 <= b < 127 or b in (9, 10, 13) for b in text):
-        first = text.decode("ascii").strip().splitlines()[0] if text.strip() else ""
-        return f"it starts with text {first!r} (a linker script or other text file?)"
-    return f"it starts with bytes {text[:8].hex(' ')}" if text else "it is empty"
-
-
-@dataclass(frozen=True)
-class _Header:
-    layout: _Layout
-    elf_type: int
-    machine: int
-    phoff: int
-    shoff: int
-    phentsize: int
-    phnum: int
-    shentsize: int
-    shnum: int
-    shstrndx: int
-
-
-def _read_header(f: _File) -> _Header:
-    head = f.read(0, min(f.size, 64), "ELF header") if f.size else b""
-    if len(head) < 16 or head[:4] != ELF_MAGIC:
-        raise ElfError(f"{f.path}: not an ELF file: {_describe_start(head)}")
-    ei_class, ei_data, ei_version = head[4], head[5], head[6]
-    if ei_class not in (1, 2):
-        raise ElfError(f"{f.path}: corrupt ELF header: unknown class {ei_class} (EI_CLASS)")
-    if ei_data not in (1, 2):
-        raise ElfError(f"{f.path}: corrupt ELF header: unknown byte order {ei_data} (EI_DATA)")
-    if ei_version != 1:
-        raise ElfError(f"{f.path}: corrupt ELF header: unknown ELF version {ei_version}")
-    layout = _layout(64 if ei_class == 2 else 32, "<" if ei_data == 1 else ">")
-    need = 16 + layout.ehdr.size
-    if f.size < need:
-        raise ElfError(
-            f"{f.path}: truncated: the ELF{layout.elf_class} header needs {need} bytes, the file has {f.size}"
-        )
-    (
-        e_type,
-        e_machine,
-        _e_version,
-        _e_entry,
-        e_phoff,
-        e_shoff,
-        _e_flags,
-        _e_ehsize,
-        e_phentsize,
-        e_phnum,
-        e_shentsize,
-        e_shnum,
-        e_shstrndx,
-    ) = layout.ehdr.unpack_from(head, 16)
-    return _Header(
-        layout,
-        e_type,
-        e_machine,
-        e_phoff,
-        e_shoff,
-        e_phentsize,
-        e_phnum,
-        e_shentsize,
-        e_shnum,
-        e_shstrndx,
-    )
-
-
-class _RawSection(NamedTuple):
-    name_offset: int
-    type: int
-    addr: int
-    offset: int
-    size: int
-    link: int
-
-
-def _read_section_table(f: _File, h: _Header) -> list[_RawSection]:
-    if h.shoff == 0:
-        return []
-    lay = h.layout
-    if h.shentsize < lay.shdr.size:
-        raise ElfError(
-            f"{f.path}: corrupt ELF header: section header entry size {h.shentsize} "
-            f"is smaller than {lay.shdr.size}"
-        )
-
-    def entry(index: int) -> _RawSection:
-        raw = f.read(h.shoff + index * h.shentsize, lay.shdr.size, f"section header {index}")
-        name, typ, _flags, addr, offset, size, link, _info, _align, _entsize = lay.shdr.unpack(raw)
-        return _RawSection(name, typ, addr, offset, size, link)
-
-    count = h.shnum
-    if count == 0:
-        # More than 0xff00 sections: the real count is in section 0's sh_size.
-        count = entry(0).size
-    table_end = h.shoff + count * h.shentsize
-    if table_end > f.size:
-        raise ElfError(
-            f"{f.path}: truncated or corrupt: the section header table at offset {h.shoff:#x} "
-            f"({count} entries of {h.shentsize} bytes) runs past the end of the file "
-            f"({f.size} bytes)"
-        )
-    blob = f.read(h.shoff, count * h.shentsize, "section header table")
-    out = []
-    for index in range(count):
-        name, typ, _flags, addr, offset, size, link, _info, _align, _entsize = lay.shdr.unpack_from(
-            blob, index * h.shentsize
-        )
-        out.append(_RawSection(name, typ, addr, offset, size, link))
-    return out
-
-
-def _read_string(f: _File, table_offset: int, table_size: int, index: int, what: str) -> str:
-    """The NUL-terminated string at ``index`` of a string table, bounds-checked."""
-    if index >= table_size:
-        raise ElfError(
-            f"{f.path}: corrupt: {what} name offset {index} lies outside its string table "
-            f"({table_size} bytes)"
-        )
-    start = table_offset + index
-    limit = min(table_size - index, _MAX_STRING)
-    chunks: list[bytes] = []
-    read = 0
-    while read < limit:
-        n = min(256, limit - read)
-        chunk = f.read(start + read, n, what)
-        nul = chunk.find(b"\0")
-        if nul >= 0:
-            chunks.append(chunk[:nul])
-            return b"".join(chunks).decode("utf-8", errors="surrogateescape")
-        chunks.append(chunk)
-        read += n
-    raise ElfError(f"{f.path}: corrupt: {what} is not NUL-terminated inside its string table")
-
-
-def _sections(f: _File, h: _Header, raw: list[_RawSection]) -> tuple[Section, ...]:
-    if not raw:
-        return ()
-    strndx = h.shstrndx
-    if strndx == SHN_XINDEX:
-        strndx = raw[0].link
-    if strndx == 0:
-        names_off, names_size = 0, 0
-    else:
-        if strndx >= len(raw):
-            raise ElfError(
-                f"{f.path}: corrupt: section name table index {strndx} is out of range ({len(raw)} sections)"
-            )
-        names = raw[strndx]
-        if names.type == SHT_NOBITS or names.offset + names.size > f.size:
-            raise ElfError(
-                f"{f.path}: truncated or corrupt: the section name table at offset "
-                f"{names.offset:#x} ({names.size} bytes) lies outside the file ({f.size} bytes)"
-            )
-        names_off, names_size = names.offset, names.size
-    out = []
-    for index, s in enumerate(raw):
-        if (index == 0 and s.type == SHT_NULL) or names_size == 0:
-            name = ""
-        else:
-            name = _read_string(f, names_off, names_size, s.name_offset, f"section {index}")
-        if s.type not in (SHT_NOBITS, SHT_NULL) and s.offset + s.size > f.size:
-            raise ElfError(
-                f"{f.path}: truncated or corrupt: section {name or index!s} at offset "
-                f"{s.offset:#x} ({s.size} bytes) runs past the end of the file ({f.size} bytes)"
-            )
-        out.append(Section(name, s.offset, s.size, s.type))
-    return tuple(out)
-
-
 class _Dynamic(NamedTuple):
     entries: list[tuple[int, int]]
     strtab_offset: int
     strtab_size: int
 
 
-def _dynamic_entries(f: _File, lay: _Layout, offset: int, size: int) -> list[tuple[int, int]]:
+def _dynamic_entries(f: ElfFile, lay: Layout, offset: int, size: int) -> list[tuple[int, int]]:
     data = f.read(offset, size - size % lay.dyn.size, "dynamic section")
     out = []
     for tag, val in lay.dyn.iter_unpack(data):
@@ -393,7 +155,7 @@ def _dynamic_entries(f: _File, lay: _Layout, offset: int, size: int) -> list[tup
     return out
 
 
-def _dynamic_from_sections(f: _File, h: _Header, raw: list[_RawSection]) -> _Dynamic | None:
+def _dynamic_from_sections(f: ElfFile, h: Header, raw: list[RawSection]) -> _Dynamic | None:
     for s in raw:
         if s.type != SHT_DYNAMIC:
             continue
@@ -413,32 +175,13 @@ def _dynamic_from_sections(f: _File, h: _Header, raw: list[_RawSection]) -> _Dyn
     return None
 
 
-def _dynamic_from_segments(f: _File, h: _Header) -> _Dynamic | None:
+def _dynamic_from_segments(f: ElfFile, h: Header, segments: list[Segment]) -> _Dynamic | None:
     """The dynamic section found through program headers (no section table)."""
-    if h.phoff == 0 or h.phnum == 0:
-        return None
-    lay = h.layout
-    if h.phentsize < lay.phdr.size:
-        raise ElfError(
-            f"{f.path}: corrupt ELF header: program header entry size {h.phentsize} "
-            f"is smaller than {lay.phdr.size}"
-        )
-    blob = f.read(h.phoff, h.phnum * h.phentsize, "program header table")
-    loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
-    dynamic: tuple[int, int] | None = None
-    for index in range(h.phnum):
-        fields = lay.phdr.unpack_from(blob, index * h.phentsize)
-        if lay.elf_class == 64:
-            p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz, _memsz, _align = fields
-        else:
-            p_type, p_offset, p_vaddr, _paddr, p_filesz, _memsz, _flags, _align = fields
-        if p_type == PT_LOAD:
-            loads.append((p_vaddr, p_offset, p_filesz))
-        elif p_type == PT_DYNAMIC and dynamic is None:
-            dynamic = (p_offset, p_filesz)
+    loads = [(s.vaddr, s.offset, s.filesz) for s in segments if s.type == PT_LOAD]
+    dynamic = next(((s.offset, s.filesz) for s in segments if s.type == PT_DYNAMIC), None)
     if dynamic is None:
         return None
-    entries = _dynamic_entries(f, lay, dynamic[0], dynamic[1])
+    entries = _dynamic_entries(f, h.layout, dynamic[0], dynamic[1])
     tags = dict(entries)
     if DT_STRTAB not in tags:
         if any(tag in (DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH) for tag, _ in entries):
@@ -462,19 +205,87 @@ def _split_paths(values: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _version_needs(f: ElfFile, h: Header, raw: list[RawSection]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for s in raw:
+        if s.type != SHT_GNU_VERNEED:
+            continue
+        strtab = _linked_strtab(f, raw, s, "version needs")
+        data = f.read(s.offset, s.size, "version needs section")
+        need, aux = struct.Struct(h.layout.endian + _VERNEED), struct.Struct(h.layout.endian + _VERNAUX)
+        offset, seen = 0, 0
+        while seen < max(s.info, 1) and offset + need.size <= len(data) and seen <= len(data) // need.size:
+            _version, count, file_name, aux_off, next_off = need.unpack_from(data, offset)
+            names: list[str] = []
+            at = offset + aux_off
+            for _ in range(min(count, len(data) // aux.size)):
+                if at + aux.size > len(data):
+                    raise ElfError(f"{f.path}: corrupt: a version need entry lies outside its section")
+                _hash, _flags, _other, name, aux_next = aux.unpack_from(data, at)
+                names.append(read_string(f, strtab.offset, strtab.size, name, "symbol version"))
+                if aux_next == 0:
+                    break
+                at += aux_next
+            out.append(
+                (read_string(f, strtab.offset, strtab.size, file_name, "version need file"), tuple(names))
+            )
+            seen += 1
+            if next_off == 0:
+                break
+            offset += next_off
+    return tuple(out)
+
+
+def _version_definitions(f: ElfFile, h: Header, raw: list[RawSection]) -> tuple[str, ...]:
+    out: list[str] = []
+    for s in raw:
+        if s.type != SHT_GNU_VERDEF:
+            continue
+        strtab = _linked_strtab(f, raw, s, "version definitions")
+        data = f.read(s.offset, s.size, "version definitions section")
+        vdef, vaux = struct.Struct(h.layout.endian + _VERDEF), struct.Struct(h.layout.endian + _VERDAUX)
+        offset, seen = 0, 0
+        while offset + vdef.size <= len(data) and seen <= len(data) // vdef.size:
+            _version, _flags, _ndx, count, _hash, aux_off, next_off = vdef.unpack_from(data, offset)
+            at = offset + aux_off
+            if count and at + vaux.size <= len(data):
+                name, _next = vaux.unpack_from(data, at)
+                text = read_string(f, strtab.offset, strtab.size, name, "version definition")
+                if text not in out:
+                    out.append(text)
+            seen += 1
+            if next_off == 0:
+                break
+            offset += next_off
+    return tuple(out)
+
+
+def _linked_strtab(f: ElfFile, raw: list[RawSection], s: RawSection, what: str) -> RawSection:
+    if s.link == 0 or s.link >= len(raw):
+        raise ElfError(
+            f"{f.path}: corrupt: the {what} section links to string table {s.link}, "
+            f"which does not exist ({len(raw)} sections)"
+        )
+    strtab = raw[s.link]
+    if strtab.type == SHT_NOBITS or strtab.offset + strtab.size > f.size:
+        raise ElfError(f"{f.path}: truncated or corrupt: the {what} string table lies outside the file")
+    return strtab
+
+
 def read_elf(path: str | os.PathLike[str]) -> ElfInfo:
-    """Read an ELF file's headers, section table and dynamic section.
+    """Read an ELF file's headers, section table, dynamic section and symbol versions.
 
     Raises ElfError (an InputError) for a non-ELF file, a truncated file, or any
     table, section or string that lies outside the file.
     """
-    with _File(path) as f:
-        h = _read_header(f)
-        raw = _read_section_table(f, h)
-        sections = _sections(f, h, raw)
+    with ElfFile(path) as f:
+        h = read_header(f)
+        raw = read_section_table(f, h)
+        sections = read_sections(f, h, raw)
+        segments = read_segments(f, h)
         dyn = _dynamic_from_sections(f, h, raw) if raw else None
         if dyn is None and not raw:
-            dyn = _dynamic_from_segments(f, h)
+            dyn = _dynamic_from_segments(f, h, segments)
         needed: list[str] = []
         rpath: list[str] = []
         runpath: list[str] = []
@@ -483,7 +294,7 @@ def read_elf(path: str | os.PathLike[str]) -> ElfInfo:
             for tag, val in dyn.entries:
                 if tag not in _TAG_NAMES:
                     continue
-                text = _read_string(f, dyn.strtab_offset, dyn.strtab_size, val, _TAG_NAMES[tag])
+                text = read_string(f, dyn.strtab_offset, dyn.strtab_size, val, _TAG_NAMES[tag])
                 if tag == DT_NEEDED:
                     needed.append(text)
                 elif tag == DT_SONAME:
@@ -492,6 +303,12 @@ def read_elf(path: str | os.PathLike[str]) -> ElfInfo:
                     rpath.append(text)
                 else:
                     runpath.append(text)
+        version_needs = _version_needs(f, h, raw)
+        if not version_needs and dyn is not None and any(tag == DT_VERNEED for tag, _ in dyn.entries) and raw:
+            raise ElfError(
+                f"{f.path}: corrupt: the dynamic section names symbol version needs (DT_VERNEED) but no "
+                "section holds them: the loader would check versions this audit cannot see"
+            )
         return ElfInfo(
             path=f.path,
             elf_class=h.layout.elf_class,
@@ -503,7 +320,56 @@ def read_elf(path: str | os.PathLike[str]) -> ElfInfo:
             rpath=_split_paths(rpath),
             runpath=_split_paths(runpath),
             soname=soname,
+            version_needs=version_needs,
+            version_definitions=_version_definitions(f, h, raw),
+            osabi=h.osabi,
+            flags=h.flags,
+            interpreter=_interpreter(f, segments),
+            x86_isa_needed=_x86_isa_needed(f, h, raw) if h.machine == EM_X86_64 else None,
         )
+
+
+def _interpreter(f: ElfFile, segments: list[Segment]) -> str | None:
+    """The program interpreter (PT_INTERP) an executable names, e.g. ``/lib64/ld-linux-x86-64.so.2``."""
+    for s in segments:
+        if s.type == PT_INTERP:
+            data = f.read(s.offset, min(s.filesz, MAX_STRING), "program interpreter")
+            return data.split(b"\0", 1)[0].decode("utf-8", errors="surrogateescape")
+    return None
+
+
+def _x86_isa_needed(f: ElfFile, h: Header, raw: list[RawSection]) -> int | None:
+    """GNU_PROPERTY_X86_ISA_1_NEEDED of the first GNU property note of each note section (as auditwheel)."""
+    found: int | None = None
+    u32 = struct.Struct(h.layout.endian + "I")
+    prop_align = 8 if h.layout.elf_class == 64 else 4
+    for section in raw:
+        if section.type != SHT_NOTE or section.size > MAX_NOTES:
+            continue
+        data = f.read(section.offset, section.size, "note section")
+        offset = 0
+        while offset + 12 < len(data):
+            namesz, descsz, note_type = struct.unpack_from(h.layout.endian + "III", data, offset)
+            offset += 12
+            name = data[offset : offset + namesz].split(b"\0", 1)[0]
+            offset += _round(namesz, 4)
+            desc = data[offset : offset + descsz]
+            offset += _round(descsz, 4)
+            if note_type != NT_GNU_PROPERTY_TYPE_0 or name != b"GNU":
+                continue
+            at = 0
+            while at + 8 <= len(desc):
+                pr_type, pr_datasz = struct.unpack_from(h.layout.endian + "II", desc, at)
+                if pr_type == GNU_PROPERTY_X86_ISA_1_NEEDED and pr_datasz == 4 and at + 12 <= len(desc):
+                    (found,) = u32.unpack_from(desc, at + 8)
+                    break
+                at += _round(pr_datasz + 8, prop_align)
+            break
+    return found
+
+
+def _round(n: int, to: int) -> int:
+    return (n + to - 1) // to * to
 
 
 class SectionReader:
@@ -514,7 +380,7 @@ class SectionReader:
     """
 
     def __init__(self, path: str | os.PathLike[str], section: Section) -> None:
-        self._file = _File(path)
+        self._file = ElfFile(path)
         self.path = self._file.path
         self.section = section
         if section.type == SHT_NOBITS:

@@ -1,6 +1,6 @@
 """Check ``gpus``: which named GPUs each library runs on, per translation unit.
 
-For every GPU of :data:`release.policy.archs.GPUS` and every library with device code:
+For every named GPU of :mod:`release.resources.cuda` and every library with device code:
 
 * ``native``: every fatbinary (one per translation unit) of the library has SASS that
   runs on the GPU (:func:`release.policy.archs.sass_runs_on`);
@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from release.audit.fatbin import Fatbinary
 from release.audit.model import Contents, Expectation, Finding, GpuRow, Library, fail, ok
-from release.policy.archs import GPUS, Support, ptx_runs_on, sass_runs_on
+from release.policy.archs import Support, ptx_runs_on, sass_runs_on
+from release.resources.cuda import cuda
 
 CHECK = "gpus"
 _RANK: dict[Support, int] = {"native": 2, "ptx-jit": 1, "none": 0}
@@ -58,7 +59,8 @@ def gpu_table(contents: Contents, expectation: Expectation) -> tuple[GpuRow, ...
     if not libs:
         return ()
     rows = []
-    for name, major, minor in GPUS:
+    for gpu in cuda().gpus:
+        name, major, minor = gpu.name, gpu.major, gpu.minor
         per_lib = {lib.path: library_support(lib, major, minor)[0] for lib in libs}
         wheel = min(per_lib.values(), key=lambda s: _RANK[s])
         rows.append(GpuRow(name, major, minor, _claimed(expectation, major, minor), per_lib, wheel))
@@ -73,7 +75,7 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
     libs = [lib for lib in contents.device_libraries if lib.fatbin_error is None]
     if not libs:
         return [fail(CHECK, "no readable device code: the wheel runs natively on none of the claimed GPUs")]
-    claimed = [(name, major, minor) for name, major, minor in GPUS if _claimed(expectation, major, minor)]
+    claimed = [(g.name, g.major, g.minor) for g in cuda().gpus if _claimed(expectation, g.major, g.minor)]
     out: list[Finding] = []
     for lib in libs:
         total = len(runnable_units(lib))

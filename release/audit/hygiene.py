@@ -6,9 +6,10 @@
   read in the extraction pass.
 * One owner per component: no two libraries with the same SONAME (or name), no ELF
   file shipped twice under two names.
-* No CUDA driver or runtime grafted in (``libcuda.so*``, ``libcudart.so*``,
-  ``libnvidia-*``, or a repair's ``*.libs/libcudart-<hash>.so*``): they come from the
-  driver and the declared packages.
+* No CUDA driver or runtime grafted in, known by what the file is (its SONAME, the
+  symbol version it defines, the driver functions it exports; see
+  :mod:`release.audit.cuda_identity`), not by its name, and no CUDA library a repair grafted
+  into ``*.libs/``: they come from the driver and the declared packages.
 * The platform tag is no more than auditwheel's analysis allows for the symbols,
   libraries and instruction sets the ELF files use (CUDA libraries excluded: they
   come from the declared packages), and it is the row's tag.
@@ -24,8 +25,10 @@ import posixpath
 import re
 from collections import defaultdict
 
-from release.audit.loader import CUDA_LIBRARIES, DRIVER_LIBRARIES, is_driver_library, stem
+from release.audit.cuda_identity import Identity, identify, identify_name
+from release.audit.limits import first_few
 from release.audit.model import AbiReport, Contents, Expectation, Finding, Member, fail, ok
+from release.resources.cuda import stem
 
 CHECK = "hygiene"
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
@@ -97,7 +100,27 @@ def record_findings(contents: Contents) -> list[Finding]:
             out.append(fail(CHECK, f"RECORD lists {name} but the wheel has no such file"))
     if not out:
         out.append(ok(CHECK, f"RECORD matches all {len(files) - 1} files (sha256 and size)"))
-    return out
+    return _capped(out)
+
+
+RECORD_FINDINGS_SHOWN = 10
+
+
+def _capped(findings: list[Finding]) -> list[Finding]:
+    """At most RECORD_FINDINGS_SHOWN RECORD findings, then one that counts the rest.
+
+    A hostile RECORD can disagree with a million members; the record and report stay small.
+    """
+    if len(findings) <= RECORD_FINDINGS_SHOWN:
+        return findings
+    rest = findings[RECORD_FINDINGS_SHOWN:]
+    summary = fail(
+        CHECK,
+        f"{len(rest):,} more RECORD problems like the ones above, e.g. "
+        + first_few([f.message for f in rest], shown=3),
+        more=len(rest),
+    )
+    return [*findings[:RECORD_FINDINGS_SHOWN], summary]
 
 
 def archive_findings(contents: Contents) -> list[Finding]:
@@ -148,39 +171,60 @@ def owner_findings(contents: Contents) -> list[Finding]:
     return out
 
 
+def _graft_finding(path: str, ident: Identity) -> Finding | None:
+    """A failing finding when the file is the driver or the runtime, or a toolkit library a repair grafted."""
+    lib = ident.library
+    what = ident.describe()
+    renamed = (
+        "" if path.rsplit("/", 1)[-1].startswith(ident.soname.split(".so", 1)[0]) else ", under another name"
+    )
+    details = {"member": path, "identified_by": ident.evidence, "soname": ident.soname}
+    if lib.is_driver:
+        return fail(
+            CHECK,
+            f"{path} is {what}, known by {ident.evidence}{renamed}: a copy of the CUDA driver grafted into "
+            f"the wheel; it must come from the user's GPU driver; repair with --exclude '{lib.repair_pattern}'",
+            **details,
+        )
+    if lib.kind == "runtime":
+        return fail(
+            CHECK,
+            f"{path} is {what}, known by {ident.evidence}{renamed}: a copy of the CUDA runtime grafted into "
+            f"the wheel; it must come from the declared runtime package; repair with --exclude "
+            f"'{lib.repair_pattern}'",
+            **details,
+        )
+    name = path.rsplit("/", 1)[-1]
+    hashed = stem(name) != name.split(".so", 1)[0] or stem(ident.soname) != ident.soname.split(".so", 1)[0]
+    if _GRAFTED_DIR.search(path) is not None and hashed:
+        return fail(
+            CHECK,
+            f"{path} is {what}, known by {ident.evidence}: a CUDA library grafted into the wheel by a repair "
+            f"step; it must come from its CUDA package (repair with --exclude '{lib.repair_pattern}')",
+            **details,
+        )
+    return None
+
+
 def grafted_findings(contents: Contents) -> list[Finding]:
-    out = []
-    runtime = {"libcudart"} | DRIVER_LIBRARIES
+    """No CUDA driver or runtime in the wheel, known by SONAME and content (see :mod:`release.audit.cuda_identity`)."""
+    out: list[Finding] = []
+    inspected = {lib.path: lib for lib in contents.libraries}
     for member in contents.wheel.members:
         if member.kind not in ("file", "symlink"):
             continue
-        base = member.name.rsplit("/", 1)[-1]
-        if ".so" not in base:
-            continue
-        s = stem(base)
-        in_libs = _GRAFTED_DIR.search(member.name) is not None and s != base.split(".so", 1)[0]
-        if s in runtime or is_driver_library(base):
-            what = "the CUDA driver" if is_driver_library(base) else "the CUDA runtime"
-            out.append(
-                fail(
-                    CHECK,
-                    f"{member.name} is a copy of {what} grafted into the wheel: it must come from "
-                    + ("the user's GPU driver" if is_driver_library(base) else "the declared runtime package")
-                    + "; repair with --exclude 'libcudart.so.*' (and 'libcuda.so.*')",
-                    member=member.name,
-                )
-            )
-        elif in_libs and s in CUDA_LIBRARIES:
-            out.append(
-                fail(
-                    CHECK,
-                    f"{member.name} is a CUDA library grafted into the wheel by a repair step; it must come from "
-                    "its CUDA package (exclude it when repairing)",
-                    member=member.name,
-                )
-            )
+        lib = inspected.get(member.name)
+        ident = identify(lib) if lib is not None else identify_name(member.name)
+        finding = _graft_finding(member.name, ident) if ident is not None else None
+        if finding is not None:
+            out.append(finding)
     if not out:
-        out.append(ok(CHECK, "no CUDA driver or runtime grafted into the wheel"))
+        out.append(
+            ok(
+                CHECK,
+                "no CUDA driver or runtime grafted into the wheel (by SONAME, symbol versions and exports)",
+            )
+        )
     return out
 
 

@@ -1,6 +1,8 @@
 """Read every ELF file of an extracted wheel once: headers, dynamic section, device code.
 
-A file is inspected when it starts with the ELF magic or is named like a shared
+Besides headers and device code, each file is asked whether it exports the functions
+that identify a CUDA driver library (:mod:`release.audit.cuda_identity`): a hash-table lookup,
+a few small reads. A file is inspected when it starts with the ELF magic or is named like a shared
 library (``*.so``, ``*.so.N``): a ``.so`` that is a linker script or a truncated
 file is inspected too, so the audit can say what is wrong with it instead of
 skipping it. Errors are kept on the :class:`Library`, never raised: the checks
@@ -10,8 +12,10 @@ decide what a failed inspection means (for a CUDA wheel: a failing finding).
 from __future__ import annotations
 
 from release.audit.elf import ElfError, read_elf
+from release.audit.elf_symbols import STT_FUNC, lookup
 from release.audit.fatbin import FatbinError, has_device_code, read_fatbins
 from release.audit.model import Library, Member, WheelFile, is_library_name
+from release.resources.cuda import cuda
 
 __all__ = ["inspect_libraries", "inspect_member"]
 
@@ -25,14 +29,23 @@ def inspect_member(member: Member) -> Library | None:
         return None
     try:
         info = read_elf(member.path)
+        found = lookup(member.path, _markers())
     except ElfError as exc:
         return Library(member.name, member.path, member.sha256, None, _short(exc, member), False, (), None)
+    defines = frozenset(name for name, sym in found.items() if sym.defined and sym.type == STT_FUNC)
     try:
         device = has_device_code(member.path)
         fatbins = read_fatbins(member.path) if device else ()
     except (FatbinError, ElfError) as exc:
-        return Library(member.name, member.path, member.sha256, info, None, True, (), _short(exc, member))
-    return Library(member.name, member.path, member.sha256, info, None, device, fatbins, None)
+        return Library(
+            member.name, member.path, member.sha256, info, None, True, (), _short(exc, member), defines
+        )
+    return Library(member.name, member.path, member.sha256, info, None, device, fatbins, None, defines)
+
+
+def _markers() -> frozenset[str]:
+    """The functions that tell a CUDA or driver library by its content (release/resources/cuda.toml)."""
+    return frozenset(name for lib in cuda().libraries for name in lib.defines)
 
 
 def _short(exc: Exception, member: Member) -> str:

@@ -7,13 +7,13 @@ libraries into ``installs_to`` under it (``nvidia/cu13/lib``).
 * For every ELF file, every RPATH/RUNPATH entry must be ``$ORIGIN``-relative: an
   absolute entry (``/usr/local/cuda/lib64``, a build tree, ``/tmp/...``) points at the
   build machine, and a relative one at the user's working directory.
-* For every library whose DT_NEEDED names a CUDA library (:data:`CUDA_LIBRARIES` or a
-  library of the row's packages): an ``$ORIGIN`` entry of its search path (RUNPATH, or
+* For every library whose DT_NEEDED names a CUDA library (:mod:`release.resources.cuda`
+  or a library of the row's packages): an ``$ORIGIN`` entry of its search path (RUNPATH, or
   RPATH when there is no RUNPATH, as the loader does) must resolve to the declared
   package's ``installs_to``. A CUDA library shipped in the wheel itself and reached
-  through the search path is the wheel's own (``nvidia-cublas`` ships ``libcublasLt``);
+  through the search path is the wheel's own (a CUDA package's own wheel ships its libraries);
   a CUDA library that neither the wheel nor a declared package provides fails.
-* The driver (``libcuda.so.1``, ``libnvidia-*``) comes from the system, never from a
+* The driver (``libcuda.so.1`` and the other driver libraries) comes from the system, never from a
   package: linking it needs no search path.
 * A CPU wheel links no CUDA library at all.
 
@@ -28,77 +28,27 @@ import re
 
 from release.audit.model import Contents, Expectation, Finding, Library, fail, ok
 from release.policy.model import CudaPackage
+from release.resources import cuda
+from release.resources.cuda import stem
 
 CHECK = "loader"
 
-# Library stems (the soname up to ".so") that come from NVIDIA's CUDA packages.
-CUDA_LIBRARIES: frozenset[str] = frozenset(
-    {
-        "libcudart",
-        "libcublas",
-        "libcublasLt",
-        "libnvblas",
-        "libcufft",
-        "libcufftw",
-        "libcurand",
-        "libcusolver",
-        "libcusolverMg",
-        "libcusparse",
-        "libcusparseLt",
-        "libnvrtc",
-        "libnvrtc-builtins",
-        "libnvJitLink",
-        "libnvjitlink",
-        "libcupti",
-        "libnvperf_host",
-        "libnvperf_target",
-        "libpcsamplingutil",
-        "libcheckpoint",
-        "libnvToolsExt",
-        "libnvtx3interop",
-        "libnccl",
-        "libnvshmem_host",
-        "libcufile",
-        "libcufile_rdma",
-        "libnvjpeg",
-        "libcudla",
-        "libcudnn",
-    }
-)
-CUDA_PREFIXES: tuple[str, ...] = ("libcudnn_", "libnpp", "libcusolver", "libcublas")
-# The driver: installed with the GPU driver, never by a Python package.
-DRIVER_LIBRARIES: frozenset[str] = frozenset({"libcuda", "libnvidia-ml", "libnvcuvid", "libnvidia-encode"})
-DRIVER_PREFIXES: tuple[str, ...] = ("libnvidia-",)
-
-_HASH_SUFFIX = re.compile(r"-[0-9a-f]{8}$")  # auditwheel repair's grafted copies: libcudart-1a2b3c4d.so.13
 _ORIGIN = re.compile(r"^\$(ORIGIN|\{ORIGIN\})(?=/|$)")
 
 
-def stem(soname: str) -> str:
-    """``libcudart.so.13`` -> ``libcudart``; a grafted ``libcudart-1a2b3c4d.so.13`` too."""
-    base = soname.split(".so", 1)[0]
-    return _HASH_SUFFIX.sub("", base)
-
-
 def is_driver_library(soname: str) -> bool:
-    s = stem(soname)
-    return s in DRIVER_LIBRARIES or s.startswith(DRIVER_PREFIXES)
+    """The driver (``libcuda.so.1`` and its kin): installed with the GPU driver, never by a package."""
+    return cuda.is_driver_library(soname)
 
 
 def is_cuda_library(soname: str, packages: tuple[CudaPackage, ...] = ()) -> bool:
-    """A library from a CUDA package (or the driver), by the documented list or the row's packages."""
-    if any(soname in p.libraries for p in packages):
-        return True
-    s = stem(soname)
-    return s in CUDA_LIBRARIES or s.startswith(CUDA_PREFIXES) or is_driver_library(soname)
+    """A library from a CUDA package or the driver: by :mod:`release.resources.cuda` or the row's packages."""
+    return any(soname in p.libraries for p in packages) or cuda.is_cuda_library(soname)
 
 
 def exclusion_patterns(packages: tuple[CudaPackage, ...]) -> tuple[str, ...]:
-    """fnmatch patterns for auditwheel: CUDA libraries come from packages, not from manylinux."""
-    pats = {f"{s}.so*" for s in CUDA_LIBRARIES | DRIVER_LIBRARIES}
-    pats |= {f"{p}*.so*" for p in CUDA_PREFIXES + DRIVER_PREFIXES}
-    pats |= {lib for p in packages for lib in p.libraries}
-    return tuple(sorted(pats))
+    """fnmatch patterns for the platform analysis: CUDA libraries come from packages, not from manylinux."""
+    return tuple(sorted({*cuda.repair_excludes(), *(lib for p in packages for lib in p.libraries)}))
 
 
 def installed_dir(path: str) -> str | None:
@@ -166,6 +116,54 @@ def _bad_entries(lib: Library) -> list[Finding]:
     return out
 
 
+def _cuda_major(expectation: Expectation) -> int | None:
+    return int(expectation.train.split(".")[0]) if expectation.train else None
+
+
+def _who_ships(needed: str, expectation: Expectation) -> str:
+    """``; for CUDA 13 nvidia-cublas ships it (installs to nvidia/cu13/lib): declare it`` or nothing."""
+    known = cuda.library(needed)
+    major = _cuda_major(expectation)
+    shipping = known.shipped_for(major) if known is not None and major is not None else None
+    if shipping is None:
+        return ""
+    return f"; for CUDA {major} {shipping.package} ships it (installs to {shipping.installs_to}): declare it"
+
+
+def wrong_soname(lib: Library, needed: str, provider: CudaPackage, expectation: Expectation) -> Finding:
+    """A CUDA library of a declared package, but not the soname the package installs: say which one it is.
+
+    A repair's grafted copy (``libcudart-1a2b3c4d.so.13``) is a renamed copy; ``libcudart.so.12``
+    on a CUDA 13 row is CUDA 12's runtime (the build used the wrong toolkit); anything else is a
+    soname no CUDA release in wheelwright's table ships.
+    """
+    wanted = " / ".join(provider.libraries)
+    base, dot, rest = needed.partition(".so")
+    original = stem(needed) + dot + rest
+    known = cuda.library(needed)
+    train = expectation.train or "?"
+    if original != needed:
+        what = f"a renamed copy of {original} (a repair grafted it into the wheel)"
+        fix = f"repair with --exclude '{known.repair_pattern if known else original}'"
+    elif known is not None and known.cuda_majors_of(needed):
+        what = known.describe(needed)
+        built = " or ".join(str(m) for m in known.cuda_majors_of(needed))
+        fix = f"the library was built against CUDA {built}; rebuild it with the CUDA {train} toolkit"
+    else:
+        what = (
+            f"a soname that no CUDA release in wheelwright's table ships for {known.title if known else base}"
+        )
+        fix = f"rebuild it with the CUDA {train} toolkit"
+    return fail(
+        CHECK,
+        f"{lib.name} needs {needed}, {what}, but the row is CUDA {train}, whose {provider.name} installs "
+        f"{wanted}; {fix}",
+        lib.path,
+        needed=needed,
+        package=provider.name,
+    )
+
+
 def check(contents: Contents, expectation: Expectation) -> list[Finding]:
     packages = expectation.cuda_packages
     members = {m.name for m in contents.wheel.files}
@@ -211,7 +209,8 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
                     fail(
                         CHECK,
                         f"{lib.name} needs {needed}, which neither the wheel nor a declared CUDA package of "
-                        f"the row ({', '.join(p.name for p in packages) or 'none'}) provides",
+                        f"the row ({', '.join(p.name for p in packages) or 'none'}) provides"
+                        + _who_ships(needed, expectation),
                         lib.path,
                         needed=needed,
                         search_path={tag: list(entries)},
@@ -219,16 +218,7 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
                 )
                 continue
             if needed not in provider.libraries:
-                out.append(
-                    fail(
-                        CHECK,
-                        f"{lib.name} needs {needed}, a renamed copy of {' / '.join(provider.libraries)} (a repair "
-                        f"grafted it into the wheel), instead of the one {provider.name} installs",
-                        lib.path,
-                        needed=needed,
-                        package=provider.name,
-                    )
-                )
+                out.append(wrong_soname(lib, needed, provider, expectation))
                 continue
             want = provider.installs_to.strip("/")
             fix = "$ORIGIN/" + posixpath.relpath(want, origin or ".") if origin is not None else None

@@ -1,6 +1,6 @@
 """The audit's data: what a wheel is held to, what was found in it, and the verdicts.
 
-Frozen values only. Effects (unzipping, running auditwheel or g++) live in
+Frozen values only. Effects (unzipping, reading ELF files, running g++) live in
 :mod:`release.audit.wheel`, :mod:`release.audit.abi`, :mod:`release.audit.cpp_consumer`
 and :mod:`release.audit.run`; rendering lives in :mod:`release.audit.report`.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from release.policy.archs import Arch, Support
 
-if TYPE_CHECKING:  # types only: the auditwheel child processes import this module too
+if TYPE_CHECKING:  # types only: keeps this module's imports light
     from release.audit.elf import ElfInfo
     from release.audit.fatbin import Fatbinary
     from release.policy.matrix import Row
@@ -233,6 +233,8 @@ class Library:
     has_device_code: bool  # a non-empty .nv_fatbin section with file bytes
     fatbins: tuple[Fatbinary, ...]
     fatbin_error: str | None  # FatbinError/ElfError message while reading .nv_fatbin
+    # the functions of release/resources/cuda.toml's ``defines`` it exports (cuDriverGetVersion: the driver)
+    defines: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str:
@@ -254,10 +256,11 @@ def is_library_name(name: str) -> bool:
 
 @dataclass(frozen=True)
 class AbiReport:
-    """auditwheel's own analysis of the wheel's ELF files (see :mod:`release.audit.abi`)."""
+    """The platform-tag analysis of the wheel's ELF files, by auditwheel's policies and rules
+    (see :mod:`release.audit.abi`)."""
 
-    auditwheel_version: str
-    mode: str  # "extracted-tree": run on this audit's tree; "wheel": auditwheel unzipped it
+    auditwheel_version: str  # whose policies graded the wheel
+    mode: str  # "elf-reader": wheelwright's ELF reader on this audit's extracted tree
     pure: bool  # auditwheel found no platform ELF file
     error: str | None  # auditwheel could not analyse the wheel
     overall_tag: str | None  # the best tag the wheel is consistent with
@@ -269,6 +272,8 @@ class AbiReport:
     excluded: tuple[str, ...]  # sonames left to declared packages (CUDA libraries)
     seconds: float
     policies: str = "all"  # "claimed": graded from the claimed tag on (older tags not examined)
+    # soname -> symbol versions the wheel needs from it (auditwheel show's versioned_symbols)
+    versioned_symbols: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -284,6 +289,7 @@ class AbiReport:
             "external_libs": dict(self.external_libs),
             "excluded": list(self.excluded),
             "policies": self.policies,
+            "versioned_symbols": {k: list(v) for k, v in self.versioned_symbols.items()},
         }
 
 
@@ -302,7 +308,7 @@ class Contents:
 
 @dataclass(frozen=True)
 class GpuRow:
-    """One named GPU of :data:`release.policy.archs.GPUS` and how each library runs on it."""
+    """One named GPU of :mod:`release.resources.cuda` and how each library runs on it."""
 
     name: str
     major: int

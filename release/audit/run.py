@@ -3,10 +3,9 @@
 The effects happen here, in order and in parallel where they can:
 
 1. :func:`release.audit.wheel.open_wheel` extracts and hashes every member (threads);
-   as each large ELF file lands, :class:`release.audit.abi.AbiRunner` starts
-   auditwheel's symbol-table reads for it in a child process;
-2. every ELF file is inspected once (:mod:`release.audit.inspect`), and auditwheel's
-   analysis starts in a child process;
+2. every ELF file is inspected once (:mod:`release.audit.inspect`), and the platform-tag
+   analysis (:mod:`release.audit.abi`: auditwheel's policies, wheelwright's ELF reader)
+   starts in a thread on the inspected files;
 3. the checks run (``cpp_consumer`` runs g++); ``hygiene`` last, once the analysis is in.
 
 The checks themselves are functions ``check(contents, expectation) -> list[Finding]``.
@@ -15,9 +14,9 @@ The checks themselves are functions ``check(contents, expectation) -> list[Findi
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,7 +31,8 @@ from release.audit import (
     loader,
     packages,
 )
-from release.audit.abi import AbiRunner
+from release.audit.abi import analyze_abi
+from release.audit.identity import check_identity
 from release.audit.inspect import inspect_libraries
 from release.audit.model import AuditResult, Contents, Expectation, Finding, fail, ok
 from release.audit.wheel import open_wheel
@@ -140,48 +140,39 @@ def audit_wheel(
     """Audit one wheel against an expectation. InputError (exit 2) if it cannot be read."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="wheelwright-audit-work-") as scratch_dir:
-        scratch = Path(scratch_dir)
-        exclude = loader.exclusion_patterns(expectation.cuda_packages)
-        abi_runner = AbiRunner(scratch, wheel=Path(path), exclude=exclude)
-        with (
-            abi_runner,
-            open_wheel(
-                path, on_extracted=abi_runner.on_extracted, on_libraries_done=abi_runner.on_libraries_done
-            ) as wheel,
-        ):
-            try:
-                timings["extract"] = time.perf_counter() - start
-                t = time.perf_counter()
-                libs = inspect_libraries(wheel)
-                timings["inspect"] = time.perf_counter() - t
-                elf_files = [lib.path for lib in libs if lib.elf is not None]
-                abi_future = abi_runner.analyze(wheel, elf_files)
-                contents = Contents(wheel, libs)
-                findings: dict[str, list[Finding]] = {}
-                for name, function in CHECK_FUNCTIONS.items():
-                    if name == "hygiene":
-                        continue
-                    t = time.perf_counter()
-                    findings[name] = function(contents, expectation)
-                    timings[name] = time.perf_counter() - t
-                if cross_check_cuobjdump:
-                    t = time.perf_counter()
-                    findings["cross_check"] = _cross_check(contents, Path(cache_dir or default_cache_dir()))
-                    timings["cross_check"] = time.perf_counter() - t
-                t = time.perf_counter()
-                abi = abi_future.result()
-                timings["auditwheel_wait"] = time.perf_counter() - t
-                timings["auditwheel"] = abi.seconds
-                contents = replace(contents, abi=abi)
-                findings["hygiene"] = hygiene.check(contents, expectation)
-                ordered = [f for name in (*CHECK_FUNCTIONS, "cross_check") for f in findings.get(name, [])]
-                table = gpus.gpu_table(contents, expectation)
-                arch_list = device_code.arch_list_found(contents)
-            finally:
-                abi_runner.close()  # every child is done before the tree is removed
+    exclude = loader.exclusion_patterns(expectation.cuda_packages)
+    with open_wheel(path) as wheel, ThreadPoolExecutor(max_workers=1, thread_name_prefix="abi") as pool:
+        timings["extract"] = time.perf_counter() - start
+        check_identity(wheel)
+        t = time.perf_counter()
+        libs = inspect_libraries(wheel)
+        timings["inspect"] = time.perf_counter() - t
+        abi_future = pool.submit(
+            analyze_abi, wheel.root, wheel.filename, wheel.platform_tags, libs, exclude, graded="claimed"
+        )
+        contents = Contents(wheel, libs)
+        findings: dict[str, list[Finding]] = {}
+        for name, function in CHECK_FUNCTIONS.items():
+            if name == "hygiene":
+                continue
             t = time.perf_counter()
-        timings["cleanup"] = time.perf_counter() - t
+            findings[name] = function(contents, expectation)
+            timings[name] = time.perf_counter() - t
+        if cross_check_cuobjdump:
+            t = time.perf_counter()
+            findings["cross_check"] = _cross_check(contents, Path(cache_dir or default_cache_dir()))
+            timings["cross_check"] = time.perf_counter() - t
+        t = time.perf_counter()
+        abi = abi_future.result()
+        timings["abi_wait"] = time.perf_counter() - t
+        timings["abi"] = abi.seconds
+        contents = replace(contents, abi=abi)
+        findings["hygiene"] = hygiene.check(contents, expectation)
+        ordered = [f for name in (*CHECK_FUNCTIONS, "cross_check") for f in findings.get(name, [])]
+        table = gpus.gpu_table(contents, expectation)
+        arch_list = device_code.arch_list_found(contents)
+        t = time.perf_counter()
+    timings["cleanup"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - start
     return AuditResult(
         wheel=wheel.filename,

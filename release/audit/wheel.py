@@ -1,40 +1,35 @@
 """Open a wheel safely: one streaming pass that extracts and hashes every member.
 
-Each member is decompressed once, in chunks, and each chunk is hashed (sha256, for
-the RECORD check) and written to a fresh file under a temporary directory. Nothing
-is ever written outside that directory:
+Each member is decompressed once, in chunks, hashed (sha256, for the RECORD check) and
+written to a fresh file under a temporary directory; nothing is written outside it:
 
-* names that are absolute, contain ``..``, a backslash, a drive letter or a NUL are
-  refused (zip slip) and reported as issues;
-* symlinks and other special files (from the zip's Unix mode bits) are never created;
-* a name that appears twice is extracted once; the repeat is an issue;
-* files are created with ``O_CREAT | O_EXCL | O_NOFOLLOW``, so nothing existing is
-  overwritten and no link is followed;
-* a member whose data is corrupt (bad CRC, bad deflate stream, unsupported method)
-  is an issue, and its partial file is removed.
+* unsafe names (absolute, ``..``, backslash, drive letter, NUL) are refused (zip slip);
+* a member's type is decided by its name, as pip and installer decide it (see
+  :mod:`release.audit.identity`); links and special files are never created; a member
+  whose mode bits and name disagree is bad input;
+* a repeated name is extracted once; files are created ``O_EXCL | O_NOFOLLOW``;
+* a corrupt member (bad CRC or stream, unsupported method) is an issue, its partial
+  file removed.
 
-A file that is not a zip archive, or a name that is not a wheel file name, is an
-:class:`~release.core.errors.InputError` (exit 2). Everything else becomes findings.
+No zip header is trusted for a limit (:mod:`release.audit.limits`): entries are counted
+in the raw directory before it is parsed, overlapping entries are refused, and inflated
+bytes are counted as they come, per member and for the wheel. Past a limit, like a file
+that is no zip or a name that is no wheel name, the wheel is bad input (InputError,
+exit 2). Everything else becomes issues; many of one kind are counted, the first shown.
 
-Members are extracted by a few threads (zlib and hashlib release the GIL), largest
-first, each thread with its own handle on the archive. ``on_extracted`` is called
-from those threads as each file is complete, so callers can start work on big
-libraries before the rest is out.
-
-The temporary directory is removed on exit, also on errors; set
-``WHEELWRIGHT_KEEP_AUDIT_DIR=1`` to keep it for debugging (its path is printed).
+A few threads extract, libraries first; ``on_extracted`` is called from them as each file
+is complete. The tree is removed on exit (``WHEELWRIGHT_KEEP_AUDIT_DIR=1`` keeps it).
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
+import errno
 import hashlib
-import io
 import os
-import re
 import shutil
 import stat
+import struct
 import sys
 import tempfile
 import threading
@@ -43,10 +38,22 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from release.audit.identity import dist_info_for, member_kind, read_record, safe_member_name, unix_mode
+from release.audit.limits import (
+    LIMITS,
+    Budget,
+    LimitExceeded,
+    Limits,
+    Stopped,
+    central_directory_start,
+    check_layout,
+    first_few,
+    size,
+)
 from release.audit.model import Member, WheelFile, ZipIssue
 from release.core.errors import InputError, StepFailed
 
@@ -57,42 +64,10 @@ CHUNK = 256 * 1024  # below glibc's mmap threshold: buffers are reused, not mapp
 KEEP_LIMIT = 256 << 20  # header bytes kept in memory; beyond this they are not kept
 HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".hxx", ".inc", ".cuh")
 ELF_MAGIC = b"\x7fELF"
-_DRIVE = re.compile(r"^[A-Za-z]:")
+ISSUES_SHOWN = 10  # issues of one kind listed one by one; the rest are counted in one
 
 
-def safe_member_name(name: str) -> str | None:
-    """Why ``name`` may not be extracted (zip slip and friends), or None when it is safe."""
-    if not name:
-        return "empty name"
-    if "\0" in name:
-        return "the name contains a NUL byte"
-    if "\\" in name:
-        return "the name contains a backslash (a Windows path separator)"
-    if name.startswith("/"):
-        return "absolute path"
-    if _DRIVE.match(name):
-        return "absolute Windows path (drive letter)"
-    parts = name.rstrip("/").split("/")
-    if any(p == ".." for p in parts):
-        return "the path climbs out of the wheel with '..'"
-    if any(p == "" for p in parts):
-        return "the path has an empty component ('//')"
-    return None
-
-
-def _unix_mode(info: zipfile.ZipInfo) -> int:
-    return (info.external_attr >> 16) & 0xFFFF if info.create_system == 3 else 0
-
-
-def _kind_of_mode(mode: int) -> str:
-    fmt = stat.S_IFMT(mode)
-    if fmt in (0, stat.S_IFREG):
-        return "file"
-    if fmt == stat.S_IFDIR:
-        return "directory"
-    if fmt == stat.S_IFLNK:
-        return "symlink"
-    return "special"
+# --------------------------------------------------------------------------- extraction
 
 
 class _Extractor:
@@ -102,10 +77,16 @@ class _Extractor:
         root: Path,
         on_extracted: Callable[[Member], None] | None,
         *,
+        budget: Budget,
+        limits: Limits,
         write_all: bool = False,
         other_digests: Mapping[str, tuple[str, ...]] | None = None,
+        dist_info: str | None = None,
     ) -> None:
         self.wheel = wheel
+        self.dist_info = f"{dist_info}/" if dist_info else None
+        self.budget = budget
+        self.limits = limits
         self.write_all = write_all
         self.other_digests = other_digests or {}
         self._kept_bytes = 0
@@ -144,7 +125,8 @@ class _Extractor:
             return Member(name, info.file_size, None, None, "file", problem="path escapes the wheel")
         digest = hashlib.sha256()
         others = {algo: hashlib.new(algo) for algo in self.other_digests.get(name, ())}
-        size = 0
+        got = 0
+        cap = self.limits.member_cap(name)
         is_elf = False
         out: BinaryIO | None = None
         kept: list[bytes] | None = None
@@ -152,19 +134,25 @@ class _Extractor:
             with self._zip().open(info) as src:
                 chunk = src.read(CHUNK)
                 is_elf = chunk[:4] == ELF_MAGIC
-                if self.write_all or is_elf or _written(name):
+                if self.write_all or is_elf or _written(name, self.dist_info):
                     out = self._create(target)
                 elif _kept(name) and self._reserve(info.file_size):
                     kept = []
                 while chunk:
+                    got += len(chunk)
+                    self.budget.inflated(len(chunk), name)
+                    if cap is not None and got > cap:
+                        raise self.budget.refuse(
+                            LimitExceeded(f"{self.wheel.name}: {name} inflates past {size(cap)}, its limit")
+                        )
                     digest.update(chunk)
                     for h in others.values():
                         h.update(chunk)
                     if out is not None:
+                        self.budget.written(len(chunk))
                         out.write(chunk)
                     elif kept is not None:
                         kept.append(chunk)
-                    size += len(chunk)
                     chunk = src.read(CHUNK)
         except _CannotCreate as exc:
             return Member(name, info.file_size, None, None, "file", problem=f"cannot be extracted: {exc}")
@@ -177,17 +165,22 @@ class _Extractor:
             ValueError,
             RuntimeError,
         ) as exc:
-            if out is not None:
-                out.close()
-                with contextlib.suppress(OSError):
-                    os.unlink(target)  # noqa: PTH108
+            _discard(out, target)
+            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                full = StepFailed(
+                    f"{self.wheel.name}: the temporary directory is full; set TMPDIR to a larger disk"
+                )
+                raise self.budget.refuse(full) from None
             reason = str(exc) or type(exc).__name__
-            return Member(name, size, None, None, "file", problem=f"corrupt member: {reason}")
+            return Member(name, got, None, None, "file", problem=f"corrupt member: {reason}")
+        except BaseException:
+            _discard(out, target)
+            raise
         if out is not None:
             out.close()
         member = Member(
             name,
-            size,
+            got,
             digest.digest(),
             Path(target) if out is not None else None,
             "file",
@@ -222,11 +215,17 @@ class _CannotCreate(Exception):
     pass
 
 
-def _written(name: str) -> bool:
-    """Members a check reads from disk, whatever their content."""
-    base = name.rsplit("/", 1)[-1]
-    top = name.split("/", 1)[0]
-    return ".so" in base or (top.endswith(".dist-info") and "/" in name)
+def _discard(out: BinaryIO | None, target: str) -> None:
+    if out is not None:
+        out.close()
+        with contextlib.suppress(OSError):
+            os.unlink(target)  # noqa: PTH108
+
+
+def _written(name: str, dist_info: str | None) -> bool:
+    """Members a check reads from disk, whatever their content: named like a shared library, or in
+    the wheel's own ``.dist-info`` directory (another one's files are only hashed)."""
+    return ".so" in name.rsplit("/", 1)[-1] or (dist_info is not None and name.startswith(dist_info))
 
 
 def _kept(name: str) -> bool:
@@ -262,22 +261,19 @@ def _likely_elf(name: str) -> bool:
     return ".so" in base or "/bin/" in f"/{name}" or "." not in base
 
 
-_RECORD_ALGORITHMS = ("sha384", "sha512")
-
-
-def _record_algorithms(wheel: Path, infos: list[zipfile.ZipInfo]) -> dict[str, tuple[str, ...]]:
-    """Members whose RECORD line uses a hash other than sha256, so the pass computes it too."""
-    records = [i for i in infos if i.filename.count("/") == 1 and i.filename.endswith(".dist-info/RECORD")]
-    out: dict[str, tuple[str, ...]] = {}
-    for info in records:
-        try:
-            with zipfile.ZipFile(wheel) as zf:
-                text = zf.read(info).decode("utf-8", errors="replace")
-        except (zipfile.BadZipFile, zlib.error, OSError, ValueError, RuntimeError, NotImplementedError):
-            continue  # the pass reports the damaged member
-        for row in csv.reader(io.StringIO(text)):
-            if len(row) == 3 and row[1].partition("=")[0] in _RECORD_ALGORITHMS:
-                out[row[0]] = (*out.get(row[0], ()), row[1].partition("=")[0])
+def _aggregate(issues: list[ZipIssue]) -> list[ZipIssue]:
+    """At most :data:`ISSUES_SHOWN` issues of a kind one by one; the rest in one that counts them."""
+    by_kind: dict[str, list[ZipIssue]] = {}
+    for issue in issues:
+        by_kind.setdefault(issue.kind, []).append(issue)
+    out: list[ZipIssue] = []
+    for kind, group in by_kind.items():
+        out += group[:ISSUES_SHOWN]
+        rest = group[ISSUES_SHOWN:]
+        if rest:
+            names = list(dict.fromkeys(i.name for i in rest))
+            message = f"{len(rest):,} more {kind} entries, named {first_few(names)}"
+            out.append(ZipIssue(rest[0].kind, rest[0].name, message))
     return out
 
 
@@ -293,13 +289,94 @@ def _hash_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _dist_info(names: list[str], name: str) -> str | None:
-    """The ``.dist-info`` directory of the distribution (the one named after it, if several)."""
-    dirs = sorted(
-        {n.split("/", 1)[0] for n in names if "/" in n and n.split("/", 1)[0].endswith(".dist-info")}
-    )
-    own = [d for d in dirs if canonicalize_name(d.removesuffix(".dist-info").rsplit("-", 1)[0]) == name]
-    return own[0] if own else (dirs[0] if dirs else None)
+def _classify(
+    infos: list[zipfile.ZipInfo], wheel: str
+) -> tuple[list[ZipIssue], dict[int, Member], list[tuple[int, zipfile.ZipInfo]]]:
+    """Sort the entries into refused ones (issues), directories and the files to read."""
+    issues: list[ZipIssue] = []
+    members: dict[int, Member] = {}
+    seen: set[str] = set()
+    todo: list[tuple[int, zipfile.ZipInfo]] = []
+    disagree: list[tuple[str, str]] = []
+    for index, info in enumerate(infos):
+        name = info.filename
+        kind, why_not = member_kind(info)
+        if why_not is not None:
+            disagree.append((name, why_not))
+            continue
+        why = safe_member_name(name)
+        if why is not None:
+            issues.append(ZipIssue("unsafe-path", name, f"{name!r}: {why}; not extracted"))
+            members[index] = Member(name, info.file_size, None, None, "file", problem=why)
+            continue
+        if name in seen:
+            issues.append(
+                ZipIssue(
+                    "duplicate",
+                    name,
+                    f"{name!r} appears more than once in the archive; installers disagree on which copy wins",
+                )
+            )
+            members[index] = Member(name, info.file_size, None, None, "file", problem="duplicate name")
+            continue
+        seen.add(name)
+        if kind == "symlink":
+            issues.append(
+                ZipIssue(
+                    "symlink",
+                    name,
+                    f"{name!r} is a symbolic link; wheels cannot carry links "
+                    "(pip writes the link target as a file) and one could point outside site-packages",
+                )
+            )
+            members[index] = Member(name, info.file_size, None, None, "symlink", problem="symlink")
+        elif kind == "special":
+            mode = stat.filemode(unix_mode(info))
+            issues.append(
+                ZipIssue("special-file", name, f"{name!r} is a special file (mode {mode}); not extracted")
+            )
+            members[index] = Member(name, info.file_size, None, None, "special", problem="special file")
+        elif kind == "directory":
+            members[index] = Member(name, 0, None, None, "directory")
+        else:
+            todo.append((index, info))
+    if disagree:
+        name, why = disagree[0]
+        more = (
+            f" ({len(disagree):,} members: {first_few([n for n, _ in disagree])})"
+            if len(disagree) > 1
+            else ""
+        )
+        raise InputError(f"{wheel}: member {name!r}: {why}{more}; the zip's mode bits and names must agree")
+    return issues, members, todo
+
+
+def _run(
+    extractor: _Extractor,
+    todo: list[tuple[int, zipfile.ZipInfo]],
+    threads: int,
+    libraries_done: Callable[[], object],
+) -> tuple[list[tuple[int, Member]], str]:
+    """Extract ``todo`` on ``threads`` threads; ``libraries_done()`` once the likely ELF files are out.
+    The first refusal stops every thread (at its next chunk) and is raised."""
+    done: list[tuple[int, Member]] = []
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="unzip") as pool:
+        try:
+            batches = _batches(todo)
+            futures = [pool.submit(extractor.extract_all, batch) for batch in batches]
+            wheel_hash = pool.submit(_hash_file, extractor.wheel)  # last: the libraries come out first
+            libraries_left = sum(_likely_elf(batch[0][1].filename) for batch in batches)
+            for future in futures:
+                done += future.result()
+                libraries_left -= 1
+                if libraries_left == 0:
+                    libraries_done()
+            sha256 = wheel_hash.result()
+        except BaseException:
+            extractor.budget.halt()  # every thread stops at its next chunk
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+    return done, sha256
 
 
 @contextlib.contextmanager
@@ -311,10 +388,11 @@ def open_wheel(
     threads: int | None = None,
     write_all: bool = False,
     on_libraries_done: Callable[[Path, Path], None] | None = None,
+    limits: Limits = LIMITS,
 ) -> Iterator[WheelFile]:
     """Read and hash every member of ``path``; yield a :class:`WheelFile`; remove the tree on exit.
 
-    Written to disk: ELF files, files named like shared libraries, the .dist-info files
+    Written to disk: ELF files, files named like shared libraries, the wheel's .dist-info files
     (every member with ``write_all``). Kept in memory: C++ headers under ``include/``.
     Everything else is read and hashed only: creating thousands of files nobody reads
     costs more than the whole audit of their bytes (0.3-0.6 ms per file on some disks).
@@ -322,6 +400,7 @@ def open_wheel(
     ``workdir``: where the temporary tree goes (default: the system temp dir).
     ``on_libraries_done(root, wheel)``: called once every member named like a library
     or executable is out (they go first), while the rest is still being read.
+    ``limits``: what the wheel may make the audit read (bad input, exit 2, past any).
     """
     wheel = Path(path)
     if not wheel.is_file():
@@ -331,118 +410,62 @@ def open_wheel(
     except InvalidWheelFilename as exc:
         raise InputError(f"{wheel.name}: not a wheel file name: {exc}") from None
     try:
+        with wheel.open("rb") as f:
+            cd_start = central_directory_start(f, wheel.stat().st_size, limits, wheel.name)
         archive = zipfile.ZipFile(wheel)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, struct.error) as exc:
         raise InputError(f"{wheel.name}: not a readable zip archive: {exc}") from None
     with archive:
-        try:
-            infos = archive.infolist()
-        except (zipfile.BadZipFile, ValueError) as exc:  # pragma: no cover - infolist is already parsed
-            raise InputError(f"{wheel.name}: unreadable zip directory: {exc}") from None
+        infos = archive.infolist()
+        if len(infos) > limits.members:
+            raise LimitExceeded(
+                f"{wheel.name}: has {len(infos):,} members, over the limit of {limits.members:,}"
+            )
+        with wheel.open("rb") as f:
+            check_layout(f, infos, cd_start, wheel.name, limits)
+        issues, members, todo = _classify(infos, wheel.name)
+        dist_info = dist_info_for([i.filename for i in infos], str(name))
+        record = next((i for _, i in todo if i.filename == f"{dist_info}/RECORD"), None)
+        other_digests = read_record(archive, record, wheel.name, limits)
 
     base = Path(tempfile.mkdtemp(prefix="wheelwright-audit-", dir=workdir))
     keep = os.environ.get(KEEP_ENV) == "1"
     try:
         root = (base / "tree").resolve()
         root.mkdir()
-        needed = sum(i.file_size for i in infos)
-        free = shutil.disk_usage(base).free
-        if needed > free:
-            raise StepFailed(
-                f"{wheel.name}: extracting needs {needed >> 20} MiB but {base} has {free >> 20} MiB free; "
-                "set TMPDIR to a larger disk"
-            )
-
-        issues: list[ZipIssue] = []
-        members: dict[int, Member] = {}
-        seen: set[str] = set()
-        todo: list[tuple[int, zipfile.ZipInfo]] = []
-        for index, info in enumerate(infos):
-            mode = _unix_mode(info)
-            kind = "directory" if info.filename.endswith("/") else _kind_of_mode(mode)
-            why = safe_member_name(info.filename)
-            if why is not None:
-                issues.append(
-                    ZipIssue("unsafe-path", info.filename, f"{info.filename!r}: {why}; not extracted")
-                )
-                members[index] = Member(info.filename, info.file_size, None, None, "file", problem=why)
-                continue
-            if info.filename in seen:
-                issues.append(
-                    ZipIssue(
-                        "duplicate",
-                        info.filename,
-                        f"{info.filename!r} appears more than once in the archive; "
-                        "installers disagree on which copy wins",
-                    )
-                )
-                members[index] = Member(
-                    info.filename, info.file_size, None, None, "file", problem="duplicate name"
-                )
-                continue
-            seen.add(info.filename)
-            if kind == "symlink":
-                issues.append(
-                    ZipIssue(
-                        "symlink",
-                        info.filename,
-                        f"{info.filename!r} is a symbolic link; wheels cannot carry links "
-                        "(pip writes the link target as a file) and one could point outside site-packages",
-                    )
-                )
-                members[index] = Member(
-                    info.filename, info.file_size, None, None, "symlink", problem="symlink"
-                )
-                continue
-            if kind == "special":
-                issues.append(
-                    ZipIssue(
-                        "special-file",
-                        info.filename,
-                        f"{info.filename!r} is a special file (mode {stat.filemode(mode)}); not extracted",
-                    )
-                )
-                members[index] = Member(
-                    info.filename, info.file_size, None, None, "special", problem="special file"
-                )
-                continue
-            if kind == "directory":
-                members[index] = Member(info.filename, 0, None, None, "directory")
-                continue
-            todo.append((index, info))
-
+        room = shutil.disk_usage(base).free - limits.disk_reserve_bytes
+        budget = Budget(wheel.name, wheel.stat().st_size, room, limits)
         extractor = _Extractor(
-            wheel, root, on_extracted, write_all=write_all, other_digests=_record_algorithms(wheel, infos)
+            wheel,
+            root,
+            on_extracted,
+            budget=budget,
+            limits=limits,
+            write_all=write_all,
+            other_digests=other_digests,
+            dist_info=dist_info,
         )
         todo.sort(key=lambda item: (not _likely_elf(item[1].filename), -item[1].compress_size))
         try:
-            with ThreadPoolExecutor(max_workers=threads or _threads(), thread_name_prefix="unzip") as pool:
-                batches = _batches(todo)
-                futures = [pool.submit(extractor.extract_all, batch) for batch in batches]
-                wheel_hash = pool.submit(_hash_file, wheel)  # last: the libraries come out first
-                libraries_left = sum(_likely_elf(batch[0][1].filename) for batch in batches)
-                for future in futures:
-                    for index, member in future.result():
-                        members[index] = member
-                        if member.problem is not None:
-                            corrupt = member.problem.startswith("corrupt")
-                            issues.append(
-                                ZipIssue(
-                                    "corrupt" if corrupt else "conflict",
-                                    member.name,
-                                    f"{member.name!r}: {member.problem}",
-                                )
-                            )
-                    libraries_left -= 1
-                    if libraries_left == 0 and on_libraries_done is not None:
-                        on_libraries_done(root, wheel)
-                sha256 = wheel_hash.result()
+            done, sha256 = _run(
+                extractor,
+                todo,
+                threads or _threads(),
+                lambda: on_libraries_done and on_libraries_done(root, wheel),
+            )
+        except Stopped:
+            raise budget.error or StepFailed(f"{wheel.name}: extraction stopped") from None
         finally:
             extractor.close()
+        for index, member in done:
+            members[index] = member
+            if member.problem is not None:
+                kind: Literal["corrupt", "conflict"] = (
+                    "corrupt" if member.problem.startswith("corrupt") else "conflict"
+                )
+                issues.append(ZipIssue(kind, member.name, f"{member.name!r}: {member.problem}"))
 
         ordered = tuple(members[i] for i in range(len(infos)))
-        names = [m.name for m in ordered]
-        dist_info = _dist_info(names, str(name))
         metadata: str | None = None
         if dist_info is not None:
             meta = next((m for m in ordered if m.name == f"{dist_info}/METADATA"), None)
@@ -460,7 +483,7 @@ def open_wheel(
             platform_tags=tuple(sorted({t.platform for t in tags})),
             root=root,
             members=ordered,
-            issues=tuple(issues),
+            issues=tuple(_aggregate(issues)),
             dist_info=dist_info,
             metadata=metadata,
         )

@@ -1,4 +1,40 @@
-"""environment: split out of its former module."""
+"""A row's build environment and cibuildwheel options. Pure: no os.environ, no files, no processes.
+
+The same row gives the same variables on the host and in a container; only the
+toolkit's location differs (the resolved toolchain on the host, ``/usr/local/cuda``
+in the row's builder image). The repair step is one argv with cibuildwheel's
+``{dest_dir}``/``{wheel}`` placeholders, used by both backends.
+
+Variables a build gets (``<P>`` is the project name upper-cased, ``tinyaxpy`` ->
+``TINYAXPY``). The arch list reaches every mainstream build system (:func:`arch_routes`):
+
+============================ ============================================================
+``WHEELWRIGHT_VARIANT``      ``cpu`` or ``cu130``: from the row, never from the machine
+``<P>_VARIANT``              the same, under the project's own prefix
+``WHEELWRIGHT_ROW``          the row id, for logs
+``TORCH_CUDA_ARCH_LIST``     CUDA rows: ``7.5;8.0;...;12.0+PTX`` (PyTorch's cpp_extension)
+``CUDAARCHS``                CUDA rows: ``75-real;...;120-real;120-virtual`` (CMake reads it)
+``CMAKE_ARGS``               CUDA rows: ``-DCMAKE_CUDA_ARCHITECTURES=<that list>
+                             -DCMAKE_CUDA_RUNTIME_LIBRARY=Shared`` (scikit-build-core and
+                             conda-style builds pass it to CMake); CPU rows: CMake's
+                             find_package(CUDAToolkit) and find_package(CUDA) disabled
+``CUFLAGS``                  CUDA rows: the ``-gencode`` flags (meson's CUDA compile args)
+``CMAKE_CUDA_ARCHITECTURES`` CUDA rows: the CMake list, for projects that read it themselves
+                             (CMake itself ignores an environment variable of that name)
+``NVCC_APPEND_FLAGS``        CUDA rows: ``-objtemp`` (nvcc names its intermediate files after
+                             the object, not its pid: reproducible objects)
+``CUDA_HOME``, ``CUDACXX``   CUDA rows: the toolkit and its nvcc
+``PATH``                     CUDA rows: the toolkit's ``bin`` first
+``WHEELWRIGHT_KERNEL_CACHE`` / ``<P>_KERNEL_CACHE``: where compiled kernels are reused
+============================ ============================================================
+
+Removed from the inherited environment for every row: every CUDA location variable,
+every arch, nvcc-flag or CMake-argument variable (a CPU row on a machine with nvcc still
+builds a CPU wheel; a shell's ``NVCC_APPEND_FLAGS`` or ``CMAKE_ARGS`` cannot add
+architectures), and every ``WHEELWRIGHT_*`` / ``<P>_*`` variable (only the row sets those).
+A CPU row's host build also loses every ``PATH`` folder that holds nvcc and every include
+or library path into a CUDA toolkit (:func:`hide_cuda`, decided from facts the caller reads).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +46,7 @@ from pathlib import Path, PurePosixPath
 
 from release.build.repair import repair_argv
 from release.build.toolchain import Toolchain
+from release.policy.archs import nvcc_gencode_flags
 from release.policy.matrix import CPU_IMAGE, Row
 
 # Where the builder images keep their toolkit, and where kernels are reused inside
@@ -31,6 +68,41 @@ CUDA_ENV_VARS: tuple[str, ...] = (
     "CUDAARCHS",
     "NVCC_PREPEND_FLAGS",
     "NVCC_APPEND_FLAGS",
+    "CUDAFLAGS",
+    "CUFLAGS",
+    "CMAKE_ARGS",
+    "SKBUILD_CMAKE_ARGS",
+    "SKBUILD_CMAKE_DEFINE",
+)
+# CMake defines every CUDA row passes (CMAKE_ARGS): the row's arch list, and the shared CUDA
+# runtime the row's contract wants (CMake links nvcc-compiled targets with the static one
+# unless told).
+CUDA_CMAKE_RUNTIME = "-DCMAKE_CUDA_RUNTIME_LIBRARY=Shared"
+# A CPU row's CMake finds no CUDA toolkit, even one at a fixed path like /usr/local/cuda.
+CPU_CMAKE_ARGS = "-DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON -DCMAKE_DISABLE_FIND_PACKAGE_CUDA=ON"
+# nvcc names intermediate files after the object instead of tmpxft_<pid>_...: the name lands
+# in the object's symbol table, so without this two builds of one source differ.
+NVCC_REPRODUCIBLE = "-objtemp"
+# Programs of a CUDA toolkit: a PATH folder holding one is hidden from a CPU row's build.
+CUDA_TOOLS: tuple[str, ...] = (
+    "nvcc",
+    "ptxas",
+    "nvlink",
+    "fatbinary",
+    "cudafe++",
+    "cuobjdump",
+    "nvdisasm",
+    "nvprune",
+    "cu++filt",
+    "bin2c",
+)
+# Search paths whose entries into a CUDA toolkit a CPU row's build loses.
+CUDA_SEARCH_PATHS: tuple[str, ...] = (
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "CPLUS_INCLUDE_PATH",
+    "LIBRARY_PATH",
+    "LD_LIBRARY_PATH",
 )
 
 
@@ -96,15 +168,121 @@ def _env_changes(
         assert cuda_home is not None and nvcc is not None and bin_dir is not None
         values["CUDA_HOME"] = cuda_home
         values["CUDACXX"] = nvcc
-        values["TORCH_CUDA_ARCH_LIST"] = row.torch_cuda_arch_list
-        values["CMAKE_CUDA_ARCHITECTURES"] = row.cmake_cuda_architectures
+        values.update(arch_variables(row))
+        values["NVCC_APPEND_FLAGS"] = NVCC_REPRODUCIBLE
         path = (bin_dir,)
+    else:
+        values["CMAKE_ARGS"] = CPU_CMAKE_ARGS
     return BuildEnv(
         set=dict(sorted(values.items())),
         unset=CUDA_ENV_VARS,
         unset_prefixes=tuple(prefixes),
         path_prepend=path,
     )
+
+
+def arch_variables(row: Row) -> dict[str, str]:
+    """The variables that carry a CUDA row's arch list to every mainstream build system."""
+    cmake = row.cmake_cuda_architectures
+    return {
+        "TORCH_CUDA_ARCH_LIST": row.torch_cuda_arch_list,
+        "CUDAARCHS": cmake,
+        "CMAKE_CUDA_ARCHITECTURES": cmake,
+        "CMAKE_ARGS": f"-DCMAKE_CUDA_ARCHITECTURES={cmake} {CUDA_CMAKE_RUNTIME}",
+        "CUFLAGS": " ".join(nvcc_gencode_flags(row.gpu_archs)),
+    }
+
+
+def arch_routes(row: Row) -> tuple[str, ...]:
+    """How the row's arch list reaches each build system, one line each (the dry run prints them)."""
+    if not row.is_cuda:
+        return (
+            "none: a CPU row names no architecture; nvcc, CUDA_HOME and CUDA include paths are hidden, "
+            f"and CMake's find_package(CUDAToolkit|CUDA) is disabled (CMAKE_ARGS={CPU_CMAKE_ARGS})",
+        )
+    return (
+        f"PyTorch cpp_extension, setuptools builds: TORCH_CUDA_ARCH_LIST={row.torch_cuda_arch_list}",
+        f"CMake (any driver): CUDAARCHS={row.cmake_cuda_architectures}",
+        "scikit-build-core, conda-style setup.py: -DCMAKE_CUDA_ARCHITECTURES in CMAKE_ARGS, with "
+        f"{CUDA_CMAKE_RUNTIME} (not SKBUILD_CMAKE_ARGS: scikit-build-core splits that on ';', "
+        "which cuts a CMake list apart)",
+        "meson, meson-python: CUFLAGS (the -gencode flags; meson reads it as cuda_args)",
+        "nvcc called by the project: TORCH_CUDA_ARCH_LIST or CMAKE_CUDA_ARCHITECTURES, as it reads them",
+    )
+
+
+# --------------------------------------------------------------------------- CPU rows: no CUDA
+
+
+@dataclass(frozen=True)
+class PathFacts:
+    """What one folder of a search path holds, as far as hiding CUDA goes (read by the caller)."""
+
+    cuda_tools: tuple[str, ...]  # names of CUDA_TOOLS in it
+    toolkit_bin: bool  # the bin folder of a toolkit (its parent has include/cuda_runtime.h)
+    cuda_headers: bool  # holds cuda_runtime.h or cuda.h
+    cuda_libraries: bool  # holds libcudart.so*
+
+
+@dataclass(frozen=True)
+class HiddenCuda:
+    """A CPU row's search paths with CUDA taken out: what is dropped and which folders are mirrored."""
+
+    path: tuple[str, ...]  # the new PATH entries, in order
+    mirrors: Mapping[str, tuple[str, tuple[str, ...]]]  # mirror folder -> (source folder, names left out)
+    search: Mapping[str, str | None]  # CPATH & co.: new value (None: unset)
+    dropped: tuple[str, ...]  # what was taken out, for the dry run and the log
+
+
+def hide_cuda(env: Mapping[str, str], facts: Mapping[str, PathFacts], *, mirror_root: str) -> HiddenCuda:
+    """Take CUDA out of a CPU row's PATH and include/library paths (pure).
+
+    A toolkit's ``bin`` folder leaves PATH; any other folder holding a CUDA program (a
+    ``/usr/local/bin/nvcc`` wrapper) is replaced by a mirror of itself without those
+    programs. Entries of CPATH, C(PLUS)_INCLUDE_PATH, LIBRARY_PATH and LD_LIBRARY_PATH that
+    hold CUDA headers or libcudart are dropped. ``facts`` holds every folder named.
+    """
+    path: list[str] = []
+    mirrors: dict[str, tuple[str, tuple[str, ...]]] = {}
+    dropped: list[str] = []
+    for index, entry in enumerate(env.get("PATH", "").split(":")):
+        fact = facts.get(entry)
+        if not entry or fact is None or not fact.cuda_tools:
+            if entry:
+                path.append(entry)
+            continue
+        if fact.toolkit_bin:
+            dropped.append(f"PATH entry {entry} (a CUDA toolkit's bin)")
+            continue
+        mirror = f"{mirror_root}/{index}"
+        mirrors[mirror] = (entry, fact.cuda_tools)
+        path.append(mirror)
+        dropped.append(f"{', '.join(fact.cuda_tools)} from PATH entry {entry} (mirrored without them)")
+    search: dict[str, str | None] = {}
+    for name in CUDA_SEARCH_PATHS:
+        if name not in env:
+            continue
+        kept: list[str] = []
+        for entry in env[name].split(":"):
+            fact = facts.get(entry)
+            if fact is not None and (fact.cuda_headers or fact.cuda_libraries):
+                dropped.append(f"{name} entry {entry}")
+            else:
+                kept.append(entry)
+        search[name] = ":".join(kept) if any(kept) else None
+    return HiddenCuda(tuple(path), mirrors, search, tuple(dropped))
+
+
+def apply_hidden(env: Mapping[str, str], hidden: HiddenCuda) -> dict[str, str]:
+    """``env`` with :func:`hide_cuda`'s result applied (pure)."""
+    out = dict(env)
+    out["PATH"] = ":".join(hidden.path)
+    for name, value in hidden.search.items():
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = value
+    return out
 
 
 def build_env_changes(

@@ -1,11 +1,11 @@
-"""output: split out of its former module."""
+"""The build's output: the row's contract applied (:mod:`release.build.contract`), the wheel
+checked to be the row's, its build record made, both moved into dist/."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
 import glob
-import json
 import os
 import shutil
 from collections.abc import Mapping
@@ -14,32 +14,31 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from release import records
+from release.build.contract import RowContract, apply_contract
 from release.build.plan import Backend
 from release.core.errors import StepFailed
 from release.core.hashing import sha256_file
 from release.core.log import say
 from release.policy.matrix import Row
-from release.records import wheels_for_row
-
-RECORD_VERSION = 1
-RECORD_SUFFIX = ".build.json"
 
 
 @dataclasses.dataclass(frozen=True)
-class BuildRecord:
-    """A wheel in ``dist/<variant>/`` and the record written beside it."""
+class BuiltWheel:
+    """A wheel in ``dist/<variant>/`` and the build record written beside it."""
 
     row_id: str
     wheel: Path
     record: Path
-    data: Mapping[str, Any]
+    data: records.BuildRecord
 
 
 # --------------------------------------------------------------------------- checks + records
 
 
 def check_wheel_name(row: Row, filename: str, project_name: str) -> None:
-    """The wheel must be the row's: project, version label, and the one tag of the row."""
+    """The build's wheel must be the row's (:func:`release.records.row_matches_wheel`) and carry exactly
+    the row's one tag and the project's name: what the rest of the release finds it by."""
     try:
         name, version, _build, tags = parse_wheel_filename(filename)
     except InvalidWheelFilename as exc:
@@ -56,7 +55,12 @@ def check_wheel_name(row: Row, filename: str, project_name: str) -> None:
         )
     want_tag = f"{row.python_tag}-{row.python_tag}-{row.platform_tag}"
     got_tags = sorted(str(t) for t in tags)
-    if got_tags != [want_tag]:
+    # the row's own tag; or another tag the release identifies as the row's (abi3, py3-none:
+    # records.row_matches_wheel decides), on exactly the row's platform
+    other_form = records.row_matches_wheel(row, filename) and all(
+        t.platform == row.platform_tag for t in tags
+    )
+    if got_tags != [want_tag] and not other_form:
         problems.append(f"tags {got_tags}, expected exactly [{want_tag!r}]")
     if problems:
         raise StepFailed(f"{filename} is not a wheel of row {row.id}: " + "; ".join(problems))
@@ -71,48 +75,74 @@ def record_data(
     python: str,
     policy_path: Path,
     kernel_cache: str | None,
-) -> dict[str, Any]:
-    return {
-        "version": RECORD_VERSION,
-        "row": row.id,
-        "variant": row.variant,
-        "wheel": wheel.name,
-        "sha256": sha256_file(wheel),
-        "toolchain": toolchain,
-        "torch_cuda_arch_list": row.torch_cuda_arch_list or None,
-        "cmake_cuda_architectures": row.cmake_cuda_architectures or None,
-        "platform_tag": row.platform_tag,
-        "backend": backend,
-        "python": python,
-        "kernel_cache": kernel_cache,
-        "policy": str(policy_path),
-        "policy_sha256": sha256_file(policy_path),
-        "built_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
-    }
+    policy_sha256: str,
+) -> records.BuildRecord:
+    """The build record of a wheel just built for ``row`` (not yet in dist/); ``policy_sha256``
+    is the loaded policy's (``policy.sha256``)."""
+    return records.BuildRecord(
+        wheel=wheel.name,
+        sha256=sha256_file(wheel),
+        policy_sha256=policy_sha256,
+        row=row.id,
+        variant=row.variant,
+        backend=backend,
+        python=python,
+        platform_tag=row.platform_tag,
+        toolchain=None if toolchain is None else dict(toolchain),
+        torch_cuda_arch_list=row.torch_cuda_arch_list or None,
+        cmake_cuda_architectures=row.cmake_cuda_architectures or None,
+        kernel_cache=kernel_cache,
+        policy=str(policy_path),
+        built_at=_dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
+    )
 
 
-def _publish(wheel: Path, dest_dir: Path, data: Mapping[str, Any], row: Row) -> BuildRecord:
-    """Move wheel + record into dest_dir atomically (copy to a temp name, then rename)."""
+def move_into_dist(wheel: Path, dest_dir: Path, data: records.BuildRecord, row: Row) -> BuiltWheel:
+    """Move a built wheel into ``dest_dir`` (``dist/<variant>/``) with its build record.
+
+    The wheel is copied to a temporary name first, the row's previous wheel goes with every
+    record beside it (build, audit, smoke: an audit of the old wheel must never stand beside
+    the new one), then the copy is renamed into place and the record written atomically.
+    On any failure nothing of this build is left in ``dest_dir``.
+    """
     dest_dir.mkdir(parents=True, exist_ok=True)
     target = dest_dir / wheel.name
-    record = dest_dir / (wheel.name + RECORD_SUFFIX)
+    record = records.record_path(target, "build")
     tmp_wheel = dest_dir / f".{wheel.name}.{os.getpid()}.tmp"
-    tmp_record = dest_dir / f".{record.name}.{os.getpid()}.tmp"
     try:
         shutil.copyfile(wheel, tmp_wheel)
-        tmp_record.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        # The row's previous wheel goes, with every record beside it (build, audit, smoke):
-        # an audit of the old wheel must never stand beside the new one.
-        for old in {*wheels_for_row(dest_dir.parent, row), target}:
+        for old in {*records.wheels_for_row(dest_dir.parent, row), target}:
             for stale in dest_dir.glob(f"{glob.escape(old.name)}.*.json"):
                 stale.unlink(missing_ok=True)
             if old != target:
                 old.unlink(missing_ok=True)
         tmp_wheel.replace(target)
-        tmp_record.replace(record)
+        records.write(target, data)
     except BaseException:
-        for p in (tmp_wheel, tmp_record, target, record):
+        for p in (tmp_wheel, target, record):
             p.unlink(missing_ok=True)
         raise
     say(row.id, f"wrote {target} and {record.name}")
-    return BuildRecord(row.id, target, record, data)
+    return BuiltWheel(row.id, target, record, data)
+
+
+def finish_wheel(
+    wheel: Path,
+    *,
+    row: Row,
+    contract: RowContract,
+    project_name: str,
+    work: Path,
+    patchelf: Path,
+    epoch: int | None,
+) -> Path:
+    """The row's contract applied to the repaired wheel, then its name checked; the wheel to
+    record and move into dist/ (``wheel`` itself when it already satisfied the contract)."""
+    say(row.id, f"applying the row's contract to {wheel.name}")
+    fixed, fix = apply_contract(wheel, contract, work=work, patchelf=patchelf, epoch=epoch)
+    for note in fix.notes:
+        say(row.id, f"contract: {note}")
+    if not fix.needed:
+        say(row.id, "contract: the wheel already satisfies it (kept byte for byte)")
+    check_wheel_name(row, fixed.name, project_name)
+    return fixed

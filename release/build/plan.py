@@ -1,29 +1,12 @@
-"""A row's build environment, cibuildwheel options and build plan. Pure: no os.environ,
-no files, no processes.
+"""A row's build plan: what a build will do, as a value you can print before anything runs
+(``--dry-run``, ``BuildPlan.to_json``). Pure: no os.environ, no files, no processes.
 
-The same row gives the same variables on the host and in a container; only the
-toolkit's location differs (the resolved toolchain on the host, ``/usr/local/cuda``
-in the row's builder image). The repair step is one argv with cibuildwheel's
-``{dest_dir}``/``{wheel}`` placeholders, used by both backends.
-
-Variables a build gets (``<P>`` is the project name upper-cased, ``tinyaxpy`` ->
-``TINYAXPY``):
-
-=========================== ============================================================
-``WHEELWRIGHT_VARIANT``     ``cpu`` or ``cu130``: from the row, never from the machine
-``<P>_VARIANT``             the same, under the project's own prefix
-``WHEELWRIGHT_ROW``         the row id, for logs
-``TORCH_CUDA_ARCH_LIST``    CUDA rows: ``7.5;8.0;...;12.0+PTX``
-``CMAKE_CUDA_ARCHITECTURES`` CUDA rows: ``75-real;...;120-real;120-virtual``
-``CUDA_HOME``, ``CUDACXX``  CUDA rows: the toolkit and its nvcc
-``PATH``                    CUDA rows: the toolkit's ``bin`` first
-``WHEELWRIGHT_KERNEL_CACHE`` / ``<P>_KERNEL_CACHE``: where compiled kernels are reused
-=========================== ============================================================
-
-Removed from the inherited environment for every row: every CUDA location variable
-and every arch or nvcc-flag variable (a CPU row on a machine with nvcc still builds a
-CPU wheel; a shell's ``NVCC_APPEND_FLAGS`` cannot add architectures), and every
-``WHEELWRIGHT_*`` / ``<P>_*`` variable (only the row sets those).
+The host plan runs the project's build backend in an isolated build environment made from
+its own ``[build-system]`` (:mod:`release.build.isolated`) through
+:mod:`release.build.frontend`, in the row's build environment
+(:mod:`release.build.environment`), from the project's stable source folder, then the one
+repair argv both backends share, then the row's contract (:mod:`release.build.contract`).
+The container plan is cibuildwheel with the row's options, then the same contract.
 """
 
 from __future__ import annotations
@@ -34,61 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
-from release.build.environment import BuildEnv, build_env_changes, cibuildwheel_config, container_env_changes
+from release.build.environment import (
+    BuildEnv,
+    arch_routes,
+    build_env_changes,
+    cibuildwheel_config,
+    container_env_changes,
+)
 from release.build.repair import repair_argv
 from release.build.toolchain import Toolchain
 from release.policy.matrix import Row
 
 Backend = Literal["host", "container"]
-
-# The host backend's per-Python build venv, installed exactly (pip --no-deps): the
-# build backend the project pins for cibuildwheel's isolated builds, and the `build`
-# frontend that cibuildwheel itself uses on Linux, with its dependencies.
-BUILD_VENV_PINS: tuple[str, ...] = (
-    "setuptools==84.2.1",
-    "wheel==0.48.0",
-    "packaging==26.2",
-    "build==1.6.1",
-    "pyproject_hooks==1.3.3",
-    'tomli==2.5.0; python_version < "3.11"',
-)
-# PEP 517's default for a project without [build-system].
-DEFAULT_BUILD_REQUIRES: tuple[str, ...] = ("setuptools>=40.8.0",)
-
-
-def unmet_build_requires(
-    requires: Sequence[str], *, pins: Sequence[str], python_version: str
-) -> tuple[str, ...]:
-    """The project's ``[build-system].requires`` that the build venv's pins do not satisfy.
-
-    ``python_version`` (``3.10.13``) decides environment markers on both sides. A
-    requirement that is not a valid PEP 508 string is returned as unmet.
-    """
-    major_minor = ".".join(python_version.split(".")[:2])
-    marker_env = {"python_version": major_minor, "python_full_version": python_version}
-    installed: dict[str, str] = {}
-    for pin in pins:
-        req = Requirement(pin)
-        if req.marker is not None and not req.marker.evaluate(marker_env):
-            continue
-        (spec,) = req.specifier
-        installed[canonicalize_name(req.name)] = spec.version
-    unmet: list[str] = []
-    for text in requires:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            unmet.append(text)
-            continue
-        if req.marker is not None and not req.marker.evaluate(marker_env):
-            continue
-        version = installed.get(canonicalize_name(req.name))
-        if version is None or not req.specifier.contains(version, prereleases=True):
-            unmet.append(text)
-    return tuple(unmet)
 
 
 # --------------------------------------------------------------------------- plan
@@ -121,6 +61,8 @@ class BuildPlan:
     finish: tuple[str, ...]  # what happens on success
     cibuildwheel: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    archs: tuple[str, ...] = ()  # how the arch list reaches each build system
+    contract: tuple[str, ...] = ()  # what the CUDA repair step holds the wheel to
 
     def render(self) -> str:
         out = [
@@ -130,6 +72,9 @@ class BuildPlan:
             "  environment:",
             *(f"    {line}" for line in self.env.lines()),
         ]
+        if self.archs:
+            out.append("  arch list reaches:")
+            out += [f"    - {a}" for a in self.archs]
         if self.cibuildwheel:
             out.append("  cibuildwheel options:")
             out += [f"    {k}={shlex.quote(v)}" for k, v in self.cibuildwheel.items()]
@@ -140,6 +85,9 @@ class BuildPlan:
         for c in self.commands:
             out.append(f"    # {c.what} ({c.env} environment)")
             out.append(f"    {shlex.join(c.argv)}")
+        if self.contract:
+            out.append("  then the row's contract (release/build/contract.py), on the host:")
+            out += [f"    - {c}" for c in self.contract]
         out.append("  on success:")
         out += [f"    - {f}" for f in self.finish]
         out += [f"  note: {n}" for n in self.notes]
@@ -164,6 +112,8 @@ class BuildPlan:
             "commands": [{"what": c.what, "argv": list(c.argv), "env": c.env} for c in self.commands],
             "finish": list(self.finish),
             "notes": list(self.notes),
+            "archs": list(self.archs),
+            "contract": list(self.contract),
         }
 
 
@@ -178,18 +128,24 @@ def build_plan(
     kernel_cache: Path | None,
     project_name: str | None = None,
     python: str = "",
-    venv_python: Path | None = None,
+    build_python: Path | None = None,
+    frontend: Path | None = None,
+    src_dir: Path | None = None,
     auditwheel: Sequence[str] = ("auditwheel",),
     cibuildwheel: Sequence[str] = ("cibuildwheel",),
     engine: str | None = None,
     prepare: Sequence[str] = (),
     notes: Sequence[str] = (),
+    contract: Sequence[str] = (),
 ) -> BuildPlan:
-    """The plan of one row's build. ``work_dir`` is the temporary folder it builds in."""
+    """The plan of one row's build. ``work_dir`` is the temporary folder it builds in;
+    a host build compiles in ``src_dir`` with the isolated environment's ``build_python``
+    running ``frontend``."""
     dest = dist_dir / row.variant
     finish = (
         f"check the wheel's name: version local label {row.local_version or '(none)'}, "
-        f"tag {row.python_tag}-{row.python_tag}-{row.platform_tag}",
+        f"tag {row.python_tag}-{row.python_tag}-{row.platform_tag} (or an abi3/py3 tag of the row, "
+        "where the release identifies it as the row's)",
         f"move it atomically into {dest}/ with <wheel>.build.json beside it",
         f"remove {work_dir} (WHEELWRIGHT_KEEP_TMP=1 keeps it)",
     )
@@ -220,25 +176,18 @@ def build_plan(
             finish=finish,
             cibuildwheel=config,
             notes=tuple(notes),
+            archs=arch_routes(row),
+            contract=tuple(contract),
         )
-    if venv_python is None:
-        raise ValueError("a host build plan needs the build venv's python")
+    if build_python is None or frontend is None or src_dir is None:
+        raise ValueError(
+            "a host build plan needs the build environment's python, the frontend and the source folder"
+        )
     env = build_env_changes(row, toolchain, kernel_cache=kernel_cache, project_name=project_name)
-    built, repaired, src = work_dir / "built", work_dir / "repaired", work_dir / "src"
-    # `build` without isolation in the cached venv: the frontend cibuildwheel runs in the
-    # container, one backend call (pip would prepare metadata in a second one). The
-    # dependency check is done before, statically (unmet_build_requires).
-    wheel_cmd = (
-        str(venv_python),
-        "-m",
-        "build",
-        "--wheel",
-        "--no-isolation",
-        "--skip-dependency-check",
-        "--outdir",
-        str(built),
-        str(src),
-    )
+    built, repaired = work_dir / "built", work_dir / "repaired"
+    # build's ProjectBuilder in the isolated environment: it asks the backend for its own
+    # requirements (get_requires_for_build_wheel), checks them, then builds the wheel.
+    wheel_cmd = (str(build_python), str(frontend), "--outdir", str(built), str(src_dir))
     repair = tuple(
         str(repaired) if a == "{dest_dir}" else str(built / "{wheel}") if a == "{wheel}" else a
         for a in repair_argv(row, auditwheel=auditwheel)
@@ -250,11 +199,18 @@ def build_plan(
         toolchain=tc_text,
         python=python,
         env=env,
-        prepare=(*prepare, f"copy {project_dir} to {src} (no build/, dist/, *.egg-info)"),
+        prepare=(
+            *prepare,
+            f"copy {project_dir} to {src_dir} (no build/, dist/, *.egg-info; the same folder for every "
+            f"build of the project's {row.variant} rows, under a lock: nvcc names anonymous namespaces "
+            "after the source's path)",
+        ),
         commands=(
             Command("compiling", wheel_cmd, "build"),
             Command("repairing", repair, "tools"),
         ),
         finish=finish,
         notes=tuple(notes),
+        archs=arch_routes(row),
+        contract=tuple(contract),
     )

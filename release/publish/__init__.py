@@ -1,1 +1,9 @@
-"""Plan, guard and carry out uploads; index client, local index server, dependency channels."""
+"""Publish: check, audit again, upload, read back; the index client, the local index server.
+
+plan (pure decisions, the rules) | reverify (the audit again, GPU evidence) | upload (one
+variant's effects) | rows (a release: guards, every variant prepared first) | manifest, verify
+(the release manifest and ``python -m release verify``) | lock, session (one run at a time,
+staging) | deadlines, transport, index_client (index reads under one deadline) | conflicts (a
+different file under our name) | index_server, local_index, upload_check (the local index) |
+static_index | channels (dependency channels).
+"""

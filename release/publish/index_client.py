@@ -6,6 +6,9 @@
   are read from disk: ``<project>/index.json``, else ``<project>/index.html``.
 - :func:`remote_hashes` turns that into ``filename -> sha256``, the one view
   publishing needs. A file listed without a sha256 is downloaded and hashed.
+  :func:`download` fetches one file's bytes (to tell a truncated upload from another file).
+- Every request has one deadline for its whole life (``timeout=(connect, whole request)``),
+  not a per-read timeout: :mod:`release.publish.transport`.
 - :class:`Redactor` and :func:`redact_url` remove credentials (passwords, tokens,
   URL userinfo) from every line a person or a log will see.
 - :func:`check_channels`: before a build, ask each dependency channel whether it
@@ -18,10 +21,13 @@ index (credentials removed) and what to do; no credential ever reaches it.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
-import importlib
+import http.client
 import json
+import os
 import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -29,17 +35,21 @@ from pathlib import Path
 from urllib.parse import quote, quote_plus, unquote, urljoin, urlsplit, urlunsplit
 from urllib.request import url2pathname
 
-import requests
 from packaging.utils import (
     canonicalize_name,
 )
 
+from release.core import proc
 from release.core.errors import InputError, StepFailed, ToolError
+from release.core.pip import NO_PIP_CONFIG
+from release.policy.targets import DEFAULT_INDEX, KNOWN_INDEXES, is_index_name, join_url
+from release.publish import transport
+from release.publish.deadlines import Clock
 
 JSON_CONTENT_TYPE = "application/vnd.pypi.simple.v1+json"
 HTML_CONTENT_TYPE = "application/vnd.pypi.simple.v1+html"
 ACCEPT = f"{JSON_CONTENT_TYPE}, {HTML_CONTENT_TYPE};q=0.2, text/html;q=0.01"
-DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 60.0)  # (connect, read) seconds
+DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 60.0)  # (connect, whole request) seconds
 MAX_REDIRECTS = 5
 REDACTED = "***"
 
@@ -115,33 +125,56 @@ class IndexFile:
     sha256: str | None  # lower-case hex, when the index gives it
 
 
-KNOWN_INDEXES = ("pypi", "testpypi")
+_PIP_DEFAULT_RE = re.compile(r"--index-url\b[^\n]*?\(default ([a-z][a-z0-9+.-]*://[^\s)]+)\)")
 
 
 def resolve_simple_url(simple_url: str) -> str:
-    """A simple-API root: a URL as given, or a well-known index name (``pypi``,
-    ``testpypi``) resolved through pip's own defaults, so that no registry host
-    name has to be written in rows.toml.
-    """
-    if "://" in simple_url:
+    """A simple-API root: a URL as given, or ``pypi`` (:data:`~release.policy.targets.DEFAULT_INDEX`),
+    pip's default index as pip documents it, so that no registry host name is written in rows.toml
+    or in wheelwright. Another known name (``testpypi``) is an upload repository twine knows; pip
+    documents no simple URL for it, so its ``simple_url`` must be written as a URL."""
+    if not is_index_name(simple_url):
         return simple_url
-    if simple_url not in KNOWN_INDEXES:
+    if simple_url == DEFAULT_INDEX:
+        return pip_default_index()
+    if simple_url in KNOWN_INDEXES:
         raise InputError(
-            f"{simple_url!r} is neither a URL nor a known index name ({', '.join(KNOWN_INDEXES)})"
+            f"simple_url {simple_url!r}: pip documents the URL of its default index ({DEFAULT_INDEX!r}) "
+            f"only; write the simple URL of {simple_url!r} instead of its name"
         )
+    raise InputError(
+        f"{simple_url!r} is neither a URL nor a known index name ({', '.join(KNOWN_INDEXES)}); "
+        "write the index's simple URL"
+    )
+
+
+@functools.cache
+def pip_default_index() -> str:
+    """pip's default index URL, as pip's own command line documents it (``pip install --help``:
+    ``--index-url ... (default <url>)``), with every pip configuration ignored (``--isolated``,
+    no ``PIP_*`` variable), so a machine's configured mirror is never taken for the default."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update({**NO_PIP_CONFIG, "COLUMNS": "1000"})  # one line per option in the help
     try:
-        models = importlib.import_module("pip._internal.models.index")
-        url = getattr(models, "PyPI" if simple_url == "pypi" else "TestPyPI").simple_url
-    except (ImportError, AttributeError) as exc:
+        result = proc.run(
+            [sys.executable, "-m", "pip", "--isolated", "install", "--help"], env=env, check=True, timeout=60
+        )
+    except (StepFailed, ToolError) as exc:
         raise ToolError(
-            f"cannot resolve the index name {simple_url!r} through pip ({exc}); write the index URL instead"
+            f"cannot ask pip for its default index ({exc}); install pip, or write the index URL instead of 'pypi'"
         ) from None
-    return str(url).rstrip("/") + "/"
+    found = _PIP_DEFAULT_RE.search(result.stdout)
+    if found is None:
+        raise ToolError(
+            "pip's `install --help` no longer shows the default of --index-url; write the index URL "
+            "instead of 'pypi'"
+        )
+    return found[1].rstrip("/") + "/"
 
 
 def project_url(simple_url: str, project: str) -> str:
-    """The PEP 503 project page: ``<simple root>/<normalized name>/``."""
-    return simple_url.rstrip("/") + "/" + canonicalize_name(project) + "/"
+    """The PEP 503 project page: ``<simple root>/<normalized name>/``, joined as a URL."""
+    return join_url(simple_url, canonicalize_name(project))
 
 
 class _LinkParser(HTMLParser):
@@ -238,41 +271,43 @@ def _read_file_project(page_url: str) -> tuple[IndexFile, ...]:
     return ()
 
 
+def _auth_header(auth: Auth | None) -> dict[str, str]:
+    if auth is None:
+        return {}
+    token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
 def _get(
-    session: requests.Session,
     url: str,
     *,
     auth: Auth | None,
     timeout: tuple[float, float],
     accept: str,
     redactor: Redactor,
-    stream: bool = False,
-) -> requests.Response:
-    """GET following redirects only within one origin (an index must answer for itself)."""
+    sink: Callable[[bytes], None] | None = None,
+) -> transport.Response:
+    """GET within one deadline (``timeout[1]`` seconds for the whole request, redirects included),
+    following redirects only within one origin (an index must answer for itself)."""
+    clock = Clock(timeout[1])
     current = url
+    headers = {"Accept": accept, "User-Agent": "wheelwright", **_auth_header(auth)}
     for _ in range(MAX_REDIRECTS + 1):
         try:
-            response = session.get(
-                current,
-                headers={"Accept": accept},
-                auth=auth,
-                timeout=timeout,
-                allow_redirects=False,
-                stream=stream,
-            )
-        except requests.Timeout:
+            response = transport.get(current, headers=headers, clock=clock, connect_s=timeout[0], sink=sink)
+        except transport.DeadlinePassed:
             raise StepFailed(
-                f"{redactor(current)}: the index did not answer within {timeout[1]:g} s; "
-                "check that it is up and retry"
+                f"{redactor(current)}: the index did not answer completely within {timeout[1]:g} s "
+                f"(the deadline for one index request: {clock.elapsed():.1f} s spent); check that it "
+                "is up and not overloaded, and retry [rule: deadline]"
             ) from None
-        except requests.RequestException as exc:
+        except (OSError, http.client.HTTPException, ValueError) as exc:
             raise StepFailed(
-                f"{redactor(current)}: cannot reach the index ({type(exc).__name__}); "
+                f"{redactor(current)}: cannot read the index ({type(exc).__name__}: {redactor(str(exc))}); "
                 "check the URL and that the server is running"
             ) from None
-        if response.is_redirect:
-            target = urljoin(current, response.headers.get("Location", ""))
-            response.close()
+        if response.status in (301, 302, 303, 307, 308) and "location" in response.headers:
+            target = urljoin(current, response.headers["location"])
             if _origin(target) != _origin(url):
                 raise StepFailed(
                     f"{redactor(url)}: the index redirected to another server "
@@ -290,11 +325,11 @@ def read_project(
     project: str,
     *,
     auth: Auth | None = None,
-    session: requests.Session | None = None,
     timeout: tuple[float, float] = DEFAULT_TIMEOUT,
     redactor: Redactor | None = None,
 ) -> tuple[IndexFile, ...]:
-    """Every file the index lists for ``project``; () when the project does not exist there."""
+    """Every file the index lists for ``project``; () when the project does not exist there.
+    ``timeout``: (connect, whole request) seconds."""
     red = redactor or Redactor()
     clean, url_auth = split_userinfo(resolve_simple_url(simple_url))
     red.add_auth(url_auth)
@@ -302,59 +337,90 @@ def read_project(
     page = project_url(clean, project)
     if urlsplit(page).scheme == "file":
         return _read_file_project(page)
-    own_session = session is None
-    sess = session or requests.Session()
-    try:
-        response = _get(sess, page, auth=auth, timeout=timeout, accept=ACCEPT, redactor=red)
-        with response:
-            if response.status_code == 404:
-                return ()
-            if response.status_code in (401, 403):
-                raise StepFailed(
-                    f"{red(page)}: the index refused to list {project!r} (HTTP "
-                    f"{response.status_code}); it needs read credentials: set them in the "
-                    "environment (see docs/publishing.md)"
-                )
-            if response.status_code >= 400:
-                raise StepFailed(
-                    f"{red(page)}: the index answered HTTP {response.status_code} "
-                    f"{red(response.reason or '')} while listing {project!r}"
-                )
-            content_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
-            final = response.url or page
-            if content_type == JSON_CONTENT_TYPE:
-                try:
-                    data = response.json()
-                except ValueError:
-                    raise StepFailed(f"{red(page)}: the index sent invalid JSON") from None
-                return parse_json_project(data, final, where=red(page))
-            if content_type in (HTML_CONTENT_TYPE, "text/html", ""):
-                return parse_html_project(response.text, final)
-            raise StepFailed(
-                f"{red(page)}: unexpected content type {content_type!r}; "
-                "is this a simple index root (it usually ends in /simple/)?"
-            )
-    finally:
-        if own_session:
-            sess.close()
+    response = _get(page, auth=auth, timeout=timeout, accept=ACCEPT, redactor=red)
+    if response.status == 404:
+        return ()
+    if response.status in (401, 403):
+        raise StepFailed(
+            f"{red(page)}: the index refused to list {project!r} (HTTP {response.status}); it needs "
+            "read credentials: set them in the environment (see docs/publishing.md)"
+        )
+    if response.status >= 400:
+        raise StepFailed(
+            f"{red(page)}: the index answered HTTP {response.status} {red(response.reason or '')} "
+            f"while listing {project!r}"
+        )
+    final = response.url or page
+    if response.content_type == JSON_CONTENT_TYPE:
+        try:
+            data = json.loads(response.body)
+        except ValueError:
+            raise StepFailed(f"{red(page)}: the index sent invalid JSON") from None
+        return parse_json_project(data, final, where=red(page))
+    if response.content_type in (HTML_CONTENT_TYPE, "text/html", ""):
+        return parse_html_project(response.text(), final)
+    raise StepFailed(
+        f"{red(page)}: unexpected content type {response.content_type!r}; "
+        "is this a simple index root (it usually ends in /simple/)?"
+    )
 
 
-def _download_sha256(
-    session: requests.Session,
+def download(
     url: str,
     *,
-    auth: Auth | None,
-    timeout: tuple[float, float],
-    redactor: Redactor,
-) -> str:
-    response = _get(session, url, auth=auth, timeout=timeout, accept="*/*", redactor=redactor, stream=True)
-    with response:
-        if response.status_code != 200:
-            raise StepFailed(f"{redactor(url)}: download failed with HTTP {response.status_code}")
-        digest = hashlib.sha256()
-        for chunk in response.iter_content(chunk_size=1 << 20):
-            digest.update(chunk)
-        return digest.hexdigest()
+    auth: Auth | None = None,
+    timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+    redactor: Redactor | None = None,
+    sink: Callable[[bytes], None],
+    missing_ok: bool = False,
+) -> bool:
+    """Feed one file's bytes to ``sink`` (``file://`` read from disk), within one deadline.
+    False when the file does not exist and ``missing_ok``; StepFailed otherwise."""
+    red = redactor or Redactor()
+    if urlsplit(url).scheme == "file":
+        path = Path(url2pathname(urlsplit(url).path))
+        if missing_ok and not path.exists():
+            return False
+        try:
+            with path.open("rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    sink(chunk)
+        except OSError as exc:
+            raise StepFailed(f"{url}: cannot read: {exc.strerror}") from None
+        return True
+    chunks: list[bytes] = []
+    response = _get(url, auth=auth, timeout=timeout, accept="*/*", redactor=red, sink=chunks.append)
+    if response.status == 404 and missing_ok:
+        return False
+    if response.status != 200:
+        raise StepFailed(f"{red(url)}: download failed with HTTP {response.status}")
+    for chunk in chunks:
+        sink(chunk)
+    return True
+
+
+def remote_files(
+    simple_url: str,
+    project: str,
+    *,
+    auth: Auth | None = None,
+    timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+    redactor: Redactor | None = None,
+) -> dict[str, IndexFile]:
+    """``filename -> IndexFile`` of every file the index holds for ``project``; a file listed
+    without a sha256 is downloaded and hashed."""
+    red = redactor or Redactor()
+    clean, url_auth = split_userinfo(resolve_simple_url(simple_url))
+    red.add_auth(url_auth)
+    auth = auth or url_auth
+    out: dict[str, IndexFile] = {}
+    for f in read_project(clean, project, auth=auth, timeout=timeout, redactor=red):
+        if f.sha256 is None:
+            digest = hashlib.sha256()
+            download(f.url, auth=auth, timeout=timeout, redactor=red, sink=digest.update)
+            f = IndexFile(f.filename, f.url, digest.hexdigest())
+        out[f.filename] = f
+    return out
 
 
 def remote_hashes(
@@ -364,43 +430,10 @@ def remote_hashes(
     auth: Auth | None = None,
     timeout: tuple[float, float] = DEFAULT_TIMEOUT,
     redactor: Redactor | None = None,
-    fetch_missing: bool = True,
 ) -> dict[str, str]:
-    """``filename -> sha256`` of every file the index holds for ``project``.
-
-    A file listed without a sha256 is downloaded and hashed (``fetch_missing``);
-    otherwise that is an error, since publishing cannot compare it.
-    """
-    red = redactor or Redactor()
-    clean, url_auth = split_userinfo(resolve_simple_url(simple_url))
-    red.add_auth(url_auth)
-    auth = auth or url_auth
-    with requests.Session() as session:
-        files = read_project(clean, project, auth=auth, session=session, timeout=timeout, redactor=red)
-        out: dict[str, str] = {}
-        for f in files:
-            if f.sha256 is not None:
-                out[f.filename] = f.sha256
-            elif fetch_missing and urlsplit(f.url).scheme != "file":
-                out[f.filename] = _download_sha256(session, f.url, auth=auth, timeout=timeout, redactor=red)
-            elif fetch_missing:
-                out[f.filename] = _file_sha256(Path(url2pathname(urlsplit(f.url).path)))
-            else:
-                raise StepFailed(
-                    f"{red(project_url(clean, project))}: {f.filename} is listed without a sha256"
-                )
-        return out
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    try:
-        with path.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-    except OSError as exc:
-        raise StepFailed(f"{path}: cannot read: {exc.strerror}") from None
-    return digest.hexdigest()
+    """``filename -> sha256`` of every file the index holds for ``project`` (:func:`remote_files`)."""
+    files = remote_files(simple_url, project, auth=auth, timeout=timeout, redactor=redactor)
+    return {name: str(f.sha256) for name, f in files.items()}
 
 
 Fetch = Callable[[str, str], Iterable[str]]

@@ -1,4 +1,12 @@
-"""index_server: split out of its former module."""
+"""The local index server process: pypiserver's public WSGI app, one per variant, under one port.
+
+``python -m release.publish.index_server start|stop|serve``; see :mod:`release.publish.local_index`
+for the layout and the Python API (:func:`~release.publish.local_index.local_index`).
+
+In front of pypiserver, the dispatcher checks every upload (:mod:`release.publish.upload_check`:
+the whole body arrived, its sha256 is the one twine declared) and serves each variant's release
+manifests read-only at ``/<variant>/+release/<name>`` (:mod:`release.publish.manifest`).
+"""
 
 from __future__ import annotations
 
@@ -9,28 +17,37 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
 from release.core.errors import InputError, StepFailed
+from release.publish import lock
 from release.publish.local_index import (
     HOST,
     LOG_FILE,
     PACKAGES_DIR,
     PASSWORD_FILE,
+    RELEASES_DIR,
     START_TIMEOUT_S,
     USERS_FILE,
     _load_users,
     _read_state,
     _state_path,
     check_password,
+    require_pypiserver,
     start_detached,
     stop,
     wait_until_answers,
 )
+from release.publish.upload_check import checked_uploads
+
+SOCKET_TIMEOUT_S = 60.0  # a client that stops sending mid-upload is dropped after this
 
 # ---------------------------------------------------------------------------
 # The server process
@@ -42,6 +59,8 @@ class _ThreadingServer(ThreadingMixIn, WSGIServer):
 
 
 class _QuietHandler(WSGIRequestHandler):
+    timeout = SOCKET_TIMEOUT_S
+
     def address_string(self) -> str:
         return str(self.client_address[0])
 
@@ -50,9 +69,64 @@ class _QuietHandler(WSGIRequestHandler):
         sys.stderr.write(f"{self.log_date_time_string()} {format % args}\n")
 
 
-def _build_app(root: Path, variants: Sequence[str]) -> Any:  # noqa: ANN401 (bottle is untyped)
+def _health(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
+    return [b"ok"]
+
+
+def _not_found(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+    body = b"not found: this local index serves /<variant>/ and /health\n"
+    start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def _release_file(folder: Path, name: str, start_response: StartResponse) -> Iterable[bytes]:
+    """A release manifest, read-only; a name that is not a plain file name is not found."""
+    path = folder / name
+    if not name.endswith(".release.json") or "/" in name or name.startswith(".") or not path.is_file():
+        body = b"no such release manifest\n"
+        start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+        return [body]
+    data = path.read_bytes()
+    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+    return [data]
+
+
+def dispatcher(
+    apps: Mapping[str, WSGIApplication], releases: Mapping[str, Path] | None = None
+) -> WSGIApplication:
+    """One WSGI app serving ``apps[prefix]`` under ``/<prefix>/`` (PATH_INFO moved into SCRIPT_NAME,
+    as a mount does), ``/health``, and a 404 for anything else. Every POST to a variant goes
+    through :func:`~release.publish.upload_check.checked_uploads`; ``/<prefix>/+release/<name>``
+    serves ``releases[prefix]/<name>`` (a release manifest) when ``releases`` names a folder."""
+    checked = {prefix: checked_uploads(inner) for prefix, inner in apps.items()}
+
+    def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "") or "/"
+        if path == "/health":
+            return _health(environ, start_response)
+        prefix, sep, rest = path.lstrip("/").partition("/")
+        target = checked.get(prefix)
+        if target is None:
+            return _not_found(environ, start_response)
+        if releases is not None and prefix in releases and rest.startswith("+release/"):
+            return _release_file(releases[prefix], rest.removeprefix("+release/"), start_response)
+        if not sep:  # /cu130 -> /cu130/
+            location = f"{environ.get('SCRIPT_NAME', '')}/{prefix}/"
+            start_response("301 Moved Permanently", [("Location", location), ("Content-Length", "0")])
+            return [b""]
+        inner = dict(environ)
+        inner["SCRIPT_NAME"] = f"{environ.get('SCRIPT_NAME', '')}/{prefix}"
+        inner["PATH_INFO"] = f"/{rest}"
+        return target(inner, start_response)
+
+    return app
+
+
+def _build_app(root: Path, variants: Sequence[str]) -> WSGIApplication:
+    """pypiserver's public ``pypiserver.app(...)`` once per variant, behind :func:`dispatcher`."""
+    require_pypiserver()
     import pypiserver
-    from pypiserver.bottle_wrapper import Bottle
 
     users = _load_users(root / USERS_FILE)
 
@@ -60,9 +134,9 @@ def _build_app(root: Path, variants: Sequence[str]) -> Any:  # noqa: ANN401 (bot
         stored = users.get(username)
         return stored is not None and check_password(stored, password)
 
-    app = Bottle()
+    apps: dict[str, WSGIApplication] = {}
     for variant in variants:
-        sub = pypiserver.app(
+        apps[variant] = pypiserver.app(
             roots=[root / PACKAGES_DIR / variant],
             authenticate=["update"],
             auther=auther,
@@ -70,9 +144,7 @@ def _build_app(root: Path, variants: Sequence[str]) -> Any:  # noqa: ANN401 (bot
             overwrite=False,
             hash_algo="sha256",
         )
-        app.mount(f"/{variant}/", sub)
-    app.route("/health", "GET", lambda: "ok")
-    return app
+    return dispatcher(apps, {v: root / RELEASES_DIR / v for v in variants})
 
 
 def _serve(root: Path, variants: Sequence[str], port: int, owner_pid: int | None) -> None:
@@ -180,30 +252,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _daemonize_and_serve(args.root.resolve(), variants, args.port, args.owner_pid)
-        if args.command == "start":
-            index = start_detached(variants, args.root, port=args.port)
-            print(
-                json.dumps(
-                    {
-                        "root": str(index.root_dir),
-                        "pid": index.pid,
-                        "username": index.username,
-                        "password_file": str(index.root_dir / PASSWORD_FILE),
-                        "indexes": {
-                            v: {"upload_url": index.upload_url(v), "simple_url": index.simple_url(v)}
-                            for v in index.variants
-                        },
-                    },
-                    indent=2,
-                    sort_keys=True,
-                )
-            )
-            return 0
-        print("stopped" if stop(args.root) else "no server was running", file=sys.stderr)
-        return 0
+        with lock.hold(args.root, what="the local index", wait_s=lock.wait_from_env(os.environ)):
+            return _start_or_stop(args, variants)
     except (InputError, StepFailed) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.return_code
+
+
+def _start_or_stop(args: argparse.Namespace, variants: Sequence[str]) -> int:
+    """``start`` / ``stop``, holding the index root's lock (a publish to it holds it too)."""
+    if args.command == "stop":
+        print("stopped" if stop(args.root) else "no server was running", file=sys.stderr)
+        return 0
+    index = start_detached(variants, args.root, port=args.port)
+    indexes = {
+        v: {"upload_url": index.upload_url(v), "simple_url": index.simple_url(v)} for v in index.variants
+    }
+    state = {
+        "root": str(index.root_dir),
+        "pid": index.pid,
+        "username": index.username,
+        "password_file": str(index.root_dir / PASSWORD_FILE),
+        "indexes": indexes,
+    }
+    print(json.dumps(state, indent=2, sort_keys=True))
+    return 0
 
 
 if __name__ == "__main__":

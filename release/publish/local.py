@@ -1,35 +1,15 @@
-"""local: split out of its former module."""
+"""The wheels publish reads from disk: a variant's wheels, each checked against its audit record."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from packaging.utils import (
-    InvalidWheelFilename,
-)
-
+from release import records
 from release.core.errors import InputError
 from release.core.hashing import sha256_file
-from release.publish.plan import AUDIT_SUFFIX, LocalWheel, check_audit_record, wheel_variant
-
-# ---------------------------------------------------------------------------
-# Effects: local files
-
-
-def audit_record_path(wheel: Path) -> Path:
-    return wheel.with_name(wheel.name + AUDIT_SUFFIX)
-
-
-def _read_record(wheel: Path) -> tuple[object, str | None]:
-    path = audit_record_path(wheel)
-    if not path.exists():
-        return None, None
-    try:
-        return json.loads(path.read_text(encoding="utf-8")), None
-    except (OSError, ValueError) as exc:
-        return None, f"{path.name}: cannot read the audit record: {exc}"
+from release.policy.matrix import Row
+from release.publish.plan import LocalWheel, check_audit_record, ruled
 
 
 def collect_wheels(source: Path | Sequence[Path], variant: str) -> tuple[list[Path], list[str]]:
@@ -45,10 +25,10 @@ def collect_wheels(source: Path | Sequence[Path], variant: str) -> tuple[list[Pa
         paths = []
         for path in sorted(source.glob("*.whl")):
             try:
-                if wheel_variant(path.name) == variant:
+                if records.wheel_variant(path.name) == variant:
                     paths.append(path)
-            except InvalidWheelFilename as exc:
-                problems.append(f"{path.name}: not a wheel filename: {exc}")
+            except InputError as exc:
+                problems.append(str(exc))
         if not paths and not problems:
             raise InputError(
                 f"{source}: no {variant} wheels (*.whl with local version +{variant}) to publish"
@@ -60,9 +40,9 @@ def collect_wheels(source: Path | Sequence[Path], variant: str) -> tuple[list[Pa
             problems.append(f"{path}: no such file")
             continue
         try:
-            got = wheel_variant(path.name)
-        except InvalidWheelFilename as exc:
-            problems.append(f"{path.name}: not a wheel filename: {exc}")
+            got = records.wheel_variant(path.name)
+        except InputError as exc:
+            problems.append(str(exc))
             continue
         if got != variant:
             problems.append(f"{path.name}: a {got} wheel; this publish is for {variant}")
@@ -72,32 +52,39 @@ def collect_wheels(source: Path | Sequence[Path], variant: str) -> tuple[list[Pa
 
 
 def load_audited_wheels(
-    paths: Sequence[Path], *, policy_sha256: str, variant: str | None
+    paths: Sequence[Path],
+    *,
+    policy_sha256: str,
+    variant: str | None,
+    rows: Sequence[Row] | None = None,
+    policy_path: str = "rows.toml",
 ) -> tuple[list[LocalWheel], list[str]]:
-    """Hash every wheel and check it against its audit record. Returns wheels and problems."""
+    """Hash every wheel and check it against its audit record. Returns wheels and problems.
+
+    With ``rows``, each wheel must be the wheel of the row its file name claims
+    (:func:`release.records.row_for_wheel`) and its record must be of that row.
+    """
     wheels: list[LocalWheel] = []
     problems: list[str] = []
     for path in paths:
-        record, error = _read_record(path)
-        if error:
-            problems.append(error)
-            continue
         try:
+            record = records.read(path, records.AuditRecord)
             sha = sha256_file(path)
             size = path.stat().st_size
+            row_id = (
+                None if rows is None else records.row_for_wheel(path.name, rows, policy_path=policy_path).id
+            )
+        except InputError as exc:
+            problems.append(ruled("record-chain", str(exc)))
+            continue
         except OSError as exc:
             problems.append(f"{path.name}: cannot read: {exc.strerror}")
             continue
-        problem = check_audit_record(path.name, sha, record, policy_sha256=policy_sha256, variant=variant)
-        if problem or not isinstance(record, dict):
-            problems.append(problem or f"{path.name}{AUDIT_SUFFIX}: not a JSON object")
+        problem = check_audit_record(
+            path.name, sha, record, policy_sha256=policy_sha256, variant=variant, row_id=row_id
+        )
+        if problem is not None or record is None or record.row is None:
+            problems.append(problem or f"{path.name}: no audit record")
             continue
-        wheels.append(LocalWheel(path, path.name, sha, str(record["row"]), size))
+        wheels.append(LocalWheel(path, path.name, sha, record.row, size))
     return wheels, problems
-
-
-def collect_audited_rows(paths: Iterable[Path], *, policy_sha256: str) -> dict[str, str]:
-    """``row id -> wheel filename`` for every wheel whose audit record passed under this policy
-    and whose bytes still match it (input to :func:`check_release_complete`)."""
-    wheels, _ = load_audited_wheels(list(paths), policy_sha256=policy_sha256, variant=None)
-    return {w.row: w.filename for w in wheels}

@@ -3,14 +3,17 @@
 One server process on 127.0.0.1 holds every variant under its own path, the
 shape a per-CUDA index has in production (``<base>/cu130/simple/``)::
 
-    upload:  http://127.0.0.1:<port>/<variant>/
-    read:    http://127.0.0.1:<port>/<variant>/simple/
-    files:   <root_dir>/packages/<variant>/
+    upload:    http://127.0.0.1:<port>/<variant>/
+    read:      http://127.0.0.1:<port>/<variant>/simple/
+    manifests: http://127.0.0.1:<port>/<variant>/+release/<name>
+    files:     <root_dir>/packages/<variant>/, <root_dir>/releases/<variant>/
 
 It refuses a second file under an existing name (pypiserver without
-``--overwrite``), lists files with their sha256 (PEP 503 HTML; pypiserver 2.4
-has no PEP 691 JSON), never redirects to another index (fallback disabled), and
-asks for a username and password on upload only (reads are anonymous).
+``--overwrite``), refuses an upload whose body is cut short or whose sha256 is not
+the declared one (:mod:`release.publish.upload_check`), lists files with their
+sha256 (PEP 503 HTML; pypiserver 2.4 has no PEP 691 JSON), never redirects to
+another index (fallback disabled), and asks for a username and password on upload
+only (reads are anonymous).
 
 Upload users live in ``<root_dir>/upload-users`` as salted PBKDF2-SHA256 hashes,
 checked by the server itself: pypiserver's own htpasswd support needs passlib,
@@ -32,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import importlib.util
 import json
 import os
 import secrets
@@ -46,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from release.core import proc
-from release.core.errors import InputError, StepFailed
+from release.core.errors import InputError, StepFailed, ToolError
 from release.policy.targets import IndexTarget, Target
 
 DEFAULT_USERNAME = "ww-upload"
@@ -56,6 +60,7 @@ USERS_FILE = "upload-users"
 PASSWORD_FILE = "upload-password"  # noqa: S105 (a file name)
 LOG_FILE = "server.log"
 PACKAGES_DIR = "packages"
+RELEASES_DIR = "releases"  # release manifests, served at /<variant>/+release/<name>
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 5.0
 PBKDF2_ITERATIONS = 100_000
@@ -94,6 +99,11 @@ class LocalIndex:
         self._check(variant)
         return self.root_dir / PACKAGES_DIR / variant
 
+    def releases(self, variant: str) -> Path:
+        """Where the server keeps ``variant``'s release manifests (served, read-only)."""
+        self._check(variant)
+        return self.root_dir / RELEASES_DIR / variant
+
     def index_target(self, variant: str, *, max_wheel_mib: int | None = None) -> IndexTarget:
         return IndexTarget(variant, self.upload_url(variant), self.simple_url(variant), max_wheel_mib)
 
@@ -106,6 +116,19 @@ class LocalIndex:
             return {"TWINE_USERNAME": self.username, "TWINE_PASSWORD": self.password}
         stem = "".join(c if c.isalnum() else "_" for c in variant.upper())
         return {f"WHEELWRIGHT_{stem}_USERNAME": self.username, f"WHEELWRIGHT_{stem}_PASSWORD": self.password}
+
+
+def require_pypiserver() -> None:
+    """pypiserver runs the local index; ToolError (exit 3) naming it when it is not installed.
+
+    Checked without importing it: the server process imports it, this one only starts that.
+    """
+    if importlib.util.find_spec("pypiserver") is None:
+        raise ToolError(
+            f"the local rehearsal index needs pypiserver, which is not installed for this Python "
+            f"({sys.executable}); install wheelwright with its dependencies (`pip install .`), or "
+            "`pip install pypiserver` into this environment"
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -217,6 +240,7 @@ def _launch(
     password: str,
     owner_pid: int | None,
 ) -> LocalIndex:
+    require_pypiserver()  # here, not in the server process: the message reaches the user
     root = _prepare(root_dir, variants, username, password)
     package_root = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ)

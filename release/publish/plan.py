@@ -2,10 +2,10 @@
 
 Layers, as elsewhere in wheelwright:
 
-- data: :class:`LocalWheel`, :class:`PublishPlan`, :class:`Completeness`;
+- data: :class:`LocalWheel`, :class:`PublishPlan`;
 - decisions (pure, no files, no network): :func:`check_audit_record`,
-  :func:`check_local_set`, :func:`plan_publish`, :func:`check_release_complete`,
-  :func:`resolve_credentials`, :func:`twine_command`;
+  :func:`check_local_set`, :func:`plan_publish`, :func:`resolve_credentials`,
+  :func:`twine_command`;
 - effects: :func:`load_audited_wheels` (reads files), :func:`prepare_publish`
   (checks everything, reads the index, plans; uploads nothing),
   :func:`execute_publish` (runs twine, reads the index back), and
@@ -40,6 +40,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from packaging.utils import (
     InvalidSdistFilename,
@@ -48,18 +49,38 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from release.core.errors import CheckFailed, InputError
+from release import records
+from release.core.errors import InputError
 from release.policy.targets import IndexTarget, Target
 from release.publish.index_client import split_userinfo
+from release.records import AuditRecord
 
 STOP_AFTER_ENV = "WHEELWRIGHT_TEST_STOP_AFTER_UPLOADS"
-AUDIT_SUFFIX = ".audit.json"
-AUDIT_VERSION = 1
 TOKEN_USERNAME = "__token__"  # noqa: S105 (the API-token username convention)
 MIB = 1024 * 1024
 
 Log = Callable[[str], None]
 Hook = Callable[[str, str], None]  # (event, filename): "before-upload", "uploaded"
+
+# Every refusal names the rule it enforces, by these names (docs/publishing.md lists them).
+RULES: dict[str, str] = {
+    "record-chain": "a wheel needs a passing audit and smoke record of its bytes, its row and this rows.toml",
+    "re-audit": "publish audits the exact bytes it sends again, against this rows.toml; a record is no permission",
+    "gpu-evidence": "a non-rehearsal release needs, per CUDA variant, a GPU smoke run with its probe's evidence",
+    "expected-set": "a variant's index receives exactly the release's files for that variant",
+    "size-limit": "no file over the index's per-file limit",
+    "one-name-one-file": "an index never holds two different files under one name",
+    "release-set": "the index holds nothing of this release's version that the release does not",
+    "read-back": "after uploading, the index holds exactly the audited files, each with its sha256",
+    "deadline": "every index request and every upload ends at its deadline",
+    "one-run": "one run at a time per dist/ and per local index",
+}
+
+
+def ruled(rule: str, text: str) -> str:
+    """``text`` naming the rule it enforces: ``... [rule: re-audit]``."""
+    assert rule in RULES, rule  # a programming error, not an input
+    return f"{text} [rule: {rule}]"
 
 
 # ---------------------------------------------------------------------------
@@ -87,11 +108,12 @@ class Conflict:
     remote_sha256: str
 
     def describe(self) -> str:
-        return (
+        return ruled(
+            "one-name-one-file",
             f"{self.filename}: the index already holds {self.remote_filename} with sha256 "
-            f"{self.remote_sha256[:16]}..., but the audited wheel has {self.local_sha256[:16]}...; "
-            "an index never holds two files under one name: bump the version (or build "
-            "number) and rebuild, or remove the file from the index if it was never released"
+            f"{self.remote_sha256}, but the audited wheel has {self.local_sha256}; an index never "
+            "holds two files under one name: if that file was never released, remove it from the "
+            "index; if it was, bump the build number (or the version) and rebuild",
         )
 
 
@@ -111,24 +133,14 @@ class PublishPlan:
     def problems(self) -> list[str]:
         out = [c.describe() for c in self.conflicts]
         out += [
-            f"{name}: on the index for this release's version but not in the audited set; "
-            "remove it from the index or add its row to the release"
+            ruled(
+                "release-set",
+                f"{name}: on the index for this release's version but not in the audited set; "
+                "remove it from the index or add its row to the release",
+            )
             for name in self.unexpected
         ]
         return out
-
-
-@dataclass(frozen=True)
-class Completeness:
-    """Which expected rows lack an audit (or a smoke test)."""
-
-    expected: tuple[str, ...]
-    missing_audit: tuple[str, ...]
-    missing_smoke: tuple[str, ...]
-
-    @property
-    def complete(self) -> bool:
-        return not self.missing_audit and not self.missing_smoke
 
 
 @dataclass(frozen=True)
@@ -146,30 +158,26 @@ class PublishReport:
     target: str
     variant: str
     index: str  # simple URL, credentials removed
-    uploaded: tuple[str, ...]
-    skipped: tuple[str, ...]
+    uploaded: tuple[str, ...]  # this run's own uploads, and nothing else
+    skipped: tuple[str, ...]  # on the index with the audited sha256 before this run
     verified: tuple[str, ...]  # every audited file, present with its sha256
+    raced: tuple[str, ...] = ()  # uploaded by someone else while this run ran (same sha256)
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "version": 1,
+            "version": 2,
             "target": self.target,
             "variant": self.variant,
             "index": self.index,
             "uploaded": list(self.uploaded),
             "skipped": list(self.skipped),
+            "raced": list(self.raced),
             "verified": list(self.verified),
         }
 
 
 # ---------------------------------------------------------------------------
 # Pure decisions
-
-
-def wheel_variant(filename: str) -> str:
-    """The variant a wheel's local version label names (``+cu130`` -> cu130); ``cpu`` without one."""
-    _, version, _, _ = parse_wheel_filename(filename)
-    return version.local or "cpu"
 
 
 def _file_identity(filename: str) -> tuple[str, str, str] | None:
@@ -205,38 +213,42 @@ def check_audit_record(
     *,
     policy_sha256: str,
     variant: str | None = None,
+    row_id: str | None = None,
 ) -> str | None:
-    """Why ``record`` does not let ``filename`` be published, or None when it does."""
-    if record is None:
-        return (
-            f"{filename}: no audit record ({filename}{AUDIT_SUFFIX}); audit it first "
-            "(python -m release audit), publish trusts nothing else"
+    """Why ``record`` does not let ``filename`` be published, or None when it does (pure).
+
+    ``record``: an :class:`~release.records.AuditRecord`, its JSON (validated by the one
+    reader), or None. The chain's rule (:func:`release.records.chain_problem`: this file, these
+    bytes, this policy, this row when ``row_id`` is given, passed), plus what publishing needs:
+    a row, and the index's variant. Passing here is necessary, never enough: publish audits the
+    bytes again (:mod:`release.publish.reverify`).
+    """
+    if record is not None and not isinstance(record, AuditRecord):
+        try:
+            record = records.from_json(record, AuditRecord, f"{filename}.audit.json")
+        except InputError as exc:
+            return ruled("record-chain", str(exc))
+    problem = records.chain_problem(
+        record,
+        AuditRecord,
+        filename=filename,
+        sha256=current_sha256,
+        step="publish",
+        row_id=row_id,
+        policy_sha256=policy_sha256,
+    )
+    if problem is not None or record is None:
+        return ruled("record-chain", str(problem))
+    if not record.row:
+        return ruled(
+            "record-chain",
+            f"{filename}: audited against a variant, not a row (--variant); audit it as its row "
+            "(python -m release audit ROW) to publish it",
         )
-    if not isinstance(record, dict):
-        return f"{filename}{AUDIT_SUFFIX}: not a JSON object"
-    if record.get("version") != AUDIT_VERSION:
-        return f"{filename}{AUDIT_SUFFIX}: audit record version {record.get('version')!r}, expected {AUDIT_VERSION}"
-    if record.get("wheel") != filename:
-        return f"{filename}{AUDIT_SUFFIX}: the record is for {record.get('wheel')!r}, not this wheel"
-    if record.get("passed") is not True:
-        findings = record.get("findings")
-        n = len(findings) if isinstance(findings, list) else 0
-        return f"{filename}: its audit failed ({n} finding(s)); fix the build and audit again"
-    if record.get("policy_sha256") != policy_sha256:
-        return (
-            f"{filename}: audited against another rows.toml (policy sha256 "
-            f"{str(record.get('policy_sha256'))[:12]}..., this release's is {policy_sha256[:12]}...); "
-            "audit it again under this policy"
-        )
-    if not isinstance(record.get("row"), str) or not record["row"]:
-        return f"{filename}{AUDIT_SUFFIX}: the record names no row"
-    if variant is not None and record.get("variant") != variant:
-        return f"{filename}: audited as variant {record.get('variant')!r}, this publish is for {variant!r}"
-    recorded = record.get("sha256")
-    if not isinstance(recorded, str) or recorded.lower() != current_sha256:
-        return (
-            f"{filename}: changed since it was audited (sha256 now {current_sha256[:16]}..., "
-            f"audited {str(recorded)[:16]}...); audit the wheel you mean to publish"
+    if variant is not None and record.variant != variant:
+        return ruled(
+            "record-chain",
+            f"{filename}: audited as variant {record.variant!r}, this publish is for {variant!r}",
         )
     return None
 
@@ -247,10 +259,11 @@ def check_local_set(local: Iterable[str], expected_files: Collection[str] | None
         return []
     have, want = set(local), set(expected_files)
     problems = [
-        f"{name}: expected by this release but not among the wheels given" for name in sorted(want - have)
+        ruled("expected-set", f"{name}: expected by this release but not among the wheels given")
+        for name in sorted(want - have)
     ]
     problems += [
-        f"{name}: given but not expected by this release (another row or version?)"
+        ruled("expected-set", f"{name}: given but not expected by this release (another row or version?)")
         for name in sorted(have - want)
     ]
     return problems
@@ -260,8 +273,11 @@ def check_sizes(local: Iterable[LocalWheel], max_wheel_mib: int | None) -> list[
     if max_wheel_mib is None:
         return []
     return [
-        f"{w.filename}: {w.size / MIB:.1f} MiB is over the index's {max_wheel_mib} MiB limit per file; "
-        "ask the index for a larger limit or make the wheel smaller"
+        ruled(
+            "size-limit",
+            f"{w.filename}: {w.size / MIB:.1f} MiB is over the index's {max_wheel_mib} MiB limit per "
+            "file; ask the index for a larger limit or make the wheel smaller",
+        )
         for w in local
         if w.size > max_wheel_mib * MIB
     ]
@@ -308,48 +324,20 @@ def plan_publish(local: Sequence[LocalWheel], remote: Mapping[str, str]) -> Publ
 def verify_published(local: Sequence[LocalWheel], remote: Mapping[str, str]) -> list[str]:
     """Problems after uploading: a file missing or different, or an unexpected one."""
     plan = plan_publish(local, remote)
-    problems = [f"{w.filename}: not on the index after uploading" for w in plan.to_upload]
+    problems = [ruled("read-back", f"{w.filename}: not on the index after uploading") for w in plan.to_upload]
     problems += plan.problems()
     return problems
 
 
-def check_release_complete(
-    expected_row_ids: Iterable[str],
-    audited_row_ids: Iterable[str],
-    smoked_row_ids: Iterable[str] | None,
-    target: Target,
-) -> Completeness:
-    """All or nothing: a non-rehearsal target needs every expected row audited (and
-    smoke-tested, when ``smoked_row_ids`` is given). A rehearsal target accepts a
-    partial release; the returned value says what is missing.
-    """
-    expected = tuple(sorted(set(expected_row_ids)))
-    audited, smoked = set(audited_row_ids), None if smoked_row_ids is None else set(smoked_row_ids)
-    unknown = sorted((audited | (smoked or set())) - set(expected))
-    if unknown:
-        raise CheckFailed(
-            f"rows {', '.join(unknown)} are not in this release's rows; the audit records come "
-            "from another policy or selection"
-        )
-    if not audited:
-        raise CheckFailed(f"nothing to publish to {target.name!r}: no row has passed its audit")
-    result = Completeness(
-        expected,
-        tuple(r for r in expected if r not in audited),
-        () if smoked is None else tuple(r for r in expected if r not in smoked),
-    )
-    if result.complete or target.rehearsal:
-        return result
-    lines = []
-    if result.missing_audit:
-        lines.append(f"not audited ({len(result.missing_audit)}): {', '.join(result.missing_audit)}")
-    if result.missing_smoke:
-        lines.append(f"not smoke-tested ({len(result.missing_smoke)}): {', '.join(result.missing_smoke)}")
-    raise CheckFailed(
-        f"target {target.name!r} receives whole releases only, and {len(expected)} rows are expected:\n  "
-        + "\n  ".join(lines)
-        + "\nfinish those rows, or publish the partial selection to a rehearsal target"
-    )
+def read_auth(index: IndexTarget, creds: Credentials | None) -> tuple[str, str] | None:
+    """The credentials to read ``index`` with: the upload credentials only when the simple URL is
+    on the upload URL's own server (never sent to another host, say a CDN in front of it)."""
+    if creds is None or index.is_repository_name:
+        return None
+    up, read = urlsplit(index.upload_url), urlsplit(index.simple_url)
+    if (up.scheme, up.hostname, up.port) != (read.scheme, read.hostname, read.port):
+        return None
+    return (creds.username, creds.password)
 
 
 def credential_env_names(variant: str) -> tuple[str, str]:

@@ -4,30 +4,45 @@ Glue between the policy (rows, targets), dist/ (wheels and their records) and
 :mod:`release.publish` (the checks and uploads). A local-server target gets a
 pypiserver started under ``.wheelwright/index`` that outlives the command, so a
 rehearsal leaves an index to ``pip install`` from.
+
+One run at a time: publishing holds dist/'s lock for the whole run, and a local-server target's
+index root's lock while it (re)starts, empties and fills that index (:mod:`release.publish.lock`).
+The release manifest (:mod:`release.publish.manifest`) is written into dist/ once every variant
+is prepared, and placed beside the wheels on each index wheelwright can write to.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import datetime as dt
 import os
+import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from release.core.errors import CheckFailed, InputError, StepFailed, WheelwrightError
+from release import records
+from release.core.errors import CheckFailed, InputError, SelectionError, StepFailed, WheelwrightError
 from release.core.hashing import sha256_file
 from release.policy.matrix import Row, expand
 from release.policy.model import Policy
 from release.policy.targets import Target
-from release.publish.local import collect_audited_rows
-from release.publish.local_index import LocalIndex, attach, start_detached
-from release.publish.plan import PublishReport, check_release_complete
-from release.publish.upload import execute_publish, prepare_publish
-from release.records import read_record, wheels_for_row
+from release.publish import lock
+from release.publish import manifest as mf
+from release.publish.deadlines import Deadlines
+from release.publish.local_index import PACKAGES_DIR, RELEASES_DIR, LocalIndex, attach, start_detached, stop
+from release.publish.plan import Log, PublishReport, ruled
+from release.publish.reverify import gpu_gate_problems
+from release.publish.session import publish_session
+from release.publish.upload import PreparedPublish, execute_publish, prepare_publish
+from release.records import policy_sha256
 
 LOCAL_INDEX_DIR = Path(".wheelwright") / "index"
+
+
+Mode = Literal["publish", "check", "verify"]
 
 
 @dataclass(frozen=True)
@@ -35,10 +50,6 @@ class Destination:
     target: Target
     env: Mapping[str, str]  # credentials for publish (never printed)
     local: LocalIndex | None
-
-
-def policy_sha256(policy: Policy) -> str:
-    return hashlib.sha256(Path(policy.path).read_bytes()).hexdigest()
 
 
 def ensure_local_index(
@@ -50,18 +61,13 @@ def ensure_local_index(
     so rehearsing again after a change never meets the last rehearsal's files).
     """
     if fresh:
-        from release.publish.local_index import stop
-
         stop(root)
-        import shutil
-
-        shutil.rmtree(root / "packages", ignore_errors=True)
+        shutil.rmtree(root / PACKAGES_DIR, ignore_errors=True)
+        shutil.rmtree(root / RELEASES_DIR, ignore_errors=True)
     try:
         index = attach(root)
         if set(variants) <= set(index.variants):
             return index
-        from release.publish.local_index import stop
-
         stop(root)
     except StepFailed:
         pass
@@ -85,32 +91,111 @@ def destination(
     return Destination(local.target(target_name, rehearsal=True), creds, local)
 
 
-def smoked_rows(rows: Sequence[Row], dist: Path) -> set[str]:
-    """Rows whose wheel has a passing smoke record bound to its current sha256."""
-    out: set[str] = set()
+def check_selection(policy: Policy, target_name: str, rows: Sequence[Row]) -> None:
+    """A non-rehearsal target takes only the whole release. A selection of part of it is bad
+    input (SelectionError, exit 2), for ``release`` and ``publish`` alike."""
+    pt = policy.target(target_name)
+    every = expand(policy)
+    if not pt.rehearsal and {r.id for r in rows} != {r.id for r in every}:
+        raise SelectionError(
+            f"target {pt.name!r} is not a rehearsal target: it only takes the whole release "
+            f"({len(every)} rows), not a selection of {len(rows)}; use a rehearsal target "
+            "(--rehearsal) for a part"
+        )
+
+
+@dataclass(frozen=True)
+class Ready:
+    """A row publish may upload: its one wheel, with a passing audit and smoke record bound to it."""
+
+    row: Row
+    wheel: Path
+    audit: records.AuditRecord
+    smoke: records.SmokeRecord
+
+
+def _chained(
+    wheel: Path, cls: type[records.R], *, sha256: str, row: Row, policy_sha256: str, problems: list[str]
+) -> records.R | None:
+    """The wheel's record of this kind when it lets publish go on; else None, with the problem."""
+    try:
+        record = records.read(wheel, cls)
+    except InputError as exc:
+        problems.append(str(exc))
+        return None
+    why = records.chain_problem(
+        record, cls, filename=wheel.name, sha256=sha256, step="publish", row_id=row.id,
+        policy_sha256=policy_sha256,
+    )  # fmt: skip
+    if why is not None:
+        problems.append(ruled("record-chain", why))
+        return None
+    return record
+
+
+def check_ready(rows: Sequence[Row], dist: Path, *, policy_sha256: str) -> tuple[list[Ready], list[str]]:
+    """Each row's wheel and the records of the steps before publish, checked; and every problem."""
+    ready: list[Ready] = []
+    problems: list[str] = []
     for row in rows:
-        for wheel in wheels_for_row(dist, row):
-            record = read_record(wheel, "smoke")
-            if record and record.get("passed") is True and record.get("sha256") == sha256_file(wheel):
-                out.add(row.id)
-    return out
-
-
-Mode = Literal["publish", "check", "verify"]
-
-
-def executed_smoke_variants(rows: Sequence[Row], dist: Path) -> set[str]:
-    """CUDA variants with at least one smoke record that really ran on a GPU (bound to the wheel)."""
-    out: set[str] = set()
-    for row in rows:
-        if not row.is_cuda:
+        found = records.wheels_for_row(dist, row)
+        problem = records.one_wheel_problem(dist, row, found, "publish")
+        if problem is not None:
+            problems.append(problem)
             continue
-        for wheel in wheels_for_row(dist, row):
-            record = read_record(wheel, "smoke")
-            ran = record and record.get("passed") is True and record.get("executed") is True
-            if ran and record is not None and record.get("sha256") == sha256_file(wheel):
-                out.add(row.variant)
-    return out
+        wheel = found[0]
+        sha = sha256_file(wheel)
+        audit = _chained(
+            wheel, records.AuditRecord, sha256=sha, row=row, policy_sha256=policy_sha256, problems=problems
+        )
+        smoke = _chained(
+            wheel, records.SmokeRecord, sha256=sha, row=row, policy_sha256=policy_sha256, problems=problems
+        )
+        if audit is not None and smoke is not None:
+            ready.append(Ready(row, wheel, audit, smoke))
+    return ready, problems
+
+
+def _built_at(wheel: Path) -> str | None:
+    """When the wheel was built, by its build record; None without a readable one."""
+    try:
+        build = records.read(wheel, records.BuildRecord)
+    except InputError:
+        return None
+    return build.built_at if build is not None and build.sha256 == sha256_file(wheel) else None
+
+
+def gpu_gate_problem(policy: Policy, ready: Sequence[Ready], *, now: dt.datetime | None = None) -> str | None:
+    """A production release needs, for each CUDA variant, one smoke record whose evidence shows a
+    passing run on a GPU (:func:`release.publish.reverify.gpu_evidence_problem`)."""
+    candidates = [(r.row, r.smoke, _built_at(r.wheel)) for r in ready if r.row.is_cuda]
+    problems = gpu_gate_problems(
+        [t.variant for t in policy.trains], candidates, now=now or dt.datetime.now(dt.UTC)
+    )
+    if not problems:
+        return None
+    return "nothing was published:\n  - " + "\n  - ".join(problems)
+
+
+def with_context(exc: WheelwrightError, context: str) -> WheelwrightError:
+    """The same error, same kind and exit code, with ``context`` added to its message."""
+    exc.message = f"{exc.message}\n{context}"
+    exc.args = (exc.message,)
+    return exc
+
+
+@contextlib.contextmanager
+def _local_index_lock(local_server: bool, env: Mapping[str, str], log: Log) -> Iterator[None]:
+    """The rehearsal index's lock, for a local-server target: one run (re)starts and fills it at a time."""
+    if not local_server:
+        yield
+        return
+    with lock.hold(LOCAL_INDEX_DIR, what="the local index", wait_s=lock.wait_from_env(env), log=log):
+        yield
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def publish_rows(
@@ -123,121 +208,129 @@ def publish_rows(
     mode: Mode = "publish",
     skip_variants: Sequence[str] = (),
     fresh_local_index: bool = False,
+    deadlines: Deadlines | None = None,
+    log: Log | None = None,
 ) -> list[PublishReport]:
-    """All guards first (completeness, audit records, index state for every variant), then uploads.
+    """All guards first (selection, the record chain, GPU evidence, the audit run again on the
+    staged bytes, index state for every variant), then uploads.
 
+    Every selected row needs exactly one wheel in ``dist`` with a passing audit record and a
+    passing smoke record, both bound to the wheel's sha256, the row and this policy, and a fresh
+    audit of the exact bytes to be sent must pass. A non-rehearsal target takes only the whole
+    release, and needs each CUDA variant smoke-tested on a GPU, with the run's evidence.
     ``mode``: ``check`` runs every guard and reads every index, uploading nothing; ``verify``
     also requires that every audited file is already on its index (after another tool uploaded
     part of the release). ``skip_variants`` are checked like the others but uploaded by someone
-    else (CI uploads the CPU wheel to the default index with trusted publishing).
+    else (CI uploads the CPU wheel to the default index with trusted publishing). The run holds
+    dist/'s lock (and the local index's): a second run waits, then refuses naming the first.
+    An error keeps its exit code through this layer (a read-back check failure stays 1).
     """
     env = dict(os.environ if env is None else env)
+    say = log or _stderr
     pt = policy.target(target_name)
     unknown = [v for v in skip_variants if v not in policy.variants]
     if unknown:
         raise InputError(
             f"--skip-variant {', '.join(unknown)}: not a variant of {policy.path} ({', '.join(policy.variants)})"
         )
+    check_selection(policy, target_name, rows)
     psha = policy_sha256(policy)
-    all_rows = expand(policy)
-    if not pt.rehearsal and {r.id for r in rows} != {r.id for r in all_rows}:
-        raise CheckFailed(
-            f"target {pt.name!r} is not a rehearsal target: it only takes the whole release "
-            f"({len(all_rows)} rows), not a selection of {len(rows)}"
-        )
-    wheels: dict[str, list[Path]] = {}
-    missing_wheels: list[str] = []
-    for row in rows:
-        found = wheels_for_row(dist, row)
-        if len(found) > 1:
+    with publish_session(dist, env=env, log=say) as session:
+        ready, problems = check_ready(rows, dist, policy_sha256=psha)
+        if problems:
             raise CheckFailed(
-                f"{len(found)} wheels for {row.id} in {dist / row.variant}; remove the stale ones"
+                f"nothing was published: {len(rows) - len(ready)} of {len(rows)} row(s) are not ready (each "
+                "needs one wheel in dist/ with a passing audit record and a passing smoke record, bound to "
+                "its sha256, its row and this policy):\n  - " + "\n  - ".join(problems)
             )
-        if not found:
-            missing_wheels.append(row.id)
-        wheels.setdefault(row.variant, []).extend(found)
-    if missing_wheels:
-        raise CheckFailed(
-            "nothing was published: no wheel in dist/ for "
-            + ", ".join(missing_wheels)
-            + "; build and audit them first"
-        )
-    every_wheel = [w for r in all_rows for w in wheels_for_row(dist, r)]
-    audited = collect_audited_rows(every_wheel, policy_sha256=psha)
-    not_audited = [r.id for r in rows if r.id not in audited]
-    if not_audited:
-        raise CheckFailed(
-            "nothing was published: no passing audit record for the current wheel and policy of "
-            + ", ".join(not_audited)
-            + "; run the audit sessions first"
-        )
-    smoked = smoked_rows(all_rows, dist)
-    # A non-rehearsal target needs the whole matrix, audited and smoke-tested, whatever was selected.
-    placeholder = Target(pt.name, pt.rehearsal, dict(pt.indexes))
-    completeness = check_release_complete(
-        [r.id for r in all_rows], audited.keys(), smoked if not pt.rehearsal else None, placeholder
-    )
-    if not pt.rehearsal:
-        on_gpu = executed_smoke_variants(all_rows, dist)
-        cuda_variants = [t.variant for t in policy.trains]
-        never_ran = [v for v in cuda_variants if v not in on_gpu]
-        if never_ran:
-            raise CheckFailed(
-                "nothing was published: no wheel of "
-                + ", ".join(never_ran)
-                + " was smoke-tested on a GPU (every smoke record says execution was skipped); "
-                "run the GPU smoke job and bring its records into dist/"
+        if not pt.rehearsal:
+            gate = gpu_gate_problem(policy, ready)
+            if gate:
+                raise CheckFailed(gate)
+        elif len(rows) < len(expand(policy)):
+            say(
+                f"note: rehearsal target {pt.name!r}: {len(expand(policy)) - len(rows)} row(s) of the policy "
+                "are not part of this publish (a partial release is allowed only on a rehearsal target)"
             )
-    elif completeness.missing_audit:
-        print(
-            f"note: rehearsal target {pt.name!r}: {len(completeness.missing_audit)} row(s) of the policy are not "
-            "part of this publish (a partial release is allowed only on a rehearsal target)",
-            file=sys.stderr,
-        )
-    dest = destination(policy, target_name, env, fresh=fresh_local_index and mode == "publish")
-    prepared = [
-        prepare_publish(
-            paths,
-            dest.target,
-            variant=variant,
-            policy_sha256=psha,
-            expected_files=[p.name for p in paths],  # exactly one wheel per selected row (checked above)
-            env=dest.env,
-        )
-        for variant, paths in sorted(wheels.items())
-    ]
-    if mode != "publish":
-        missing = [f"{p.variant}: {w.filename}" for p in prepared for w in p.plan.to_upload]
-        if mode == "verify" and missing:
-            raise CheckFailed("not on the index yet: " + ", ".join(missing))
-        what = (
-            "every audited file is on its index"
-            if mode == "verify"
-            else f"{sum(len(p.plan.to_upload) for p in prepared)} file(s) to upload"
-        )
-        print(f"ok: {len(rows)} row(s) pass every guard for target {pt.name!r}; {what}; nothing uploaded")
-        return []
+        wheels: dict[str, list[Path]] = {}
+        for r in ready:
+            wheels.setdefault(r.row.variant, []).append(r.wheel)
+        with _local_index_lock(pt.local_server, env, say):
+            dest = destination(policy, target_name, env, fresh=fresh_local_index and mode == "publish")
+            prepared = [
+                prepare_publish(
+                    paths,
+                    dest.target,
+                    variant=variant,
+                    policy=policy,
+                    session=session,
+                    expected_files=[p.name for p in paths],  # one wheel per selected row (checked above)
+                    env=dest.env,
+                    deadlines=deadlines,
+                    local_folder=dest.local.folder(variant) if dest.local else None,
+                    log=say,
+                )
+                for variant, paths in sorted(wheels.items())
+            ]
+            release = mf.build_manifest(
+                [(p.variant, v) for p in prepared for v in p.verified],
+                {r.wheel.name: r.smoke for r in ready},
+                policy_sha256=psha,
+                source_commit=mf.source_commit(policy.source.parent, env),
+            )
+            if mode != "publish":
+                missing = [f"{p.variant}: {w.filename}" for p in prepared for w in p.plan.to_upload]
+                if mode == "verify" and missing:
+                    raise CheckFailed("not on the index yet: " + ", ".join(missing))
+                what = (
+                    "every audited file is on its index"
+                    if mode == "verify"
+                    else f"{sum(len(p.plan.to_upload) for p in prepared)} file(s) to upload"
+                )
+                print(
+                    f"ok: {len(rows)} row(s) pass every guard for target {pt.name!r}; {what}; nothing uploaded"
+                )
+                return []
+            written = mf.write(release, dist)
+            say(f"release manifest: {written}")
+            return _execute(prepared, release, dest, skip_variants, say)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _execute(
+    prepared: Sequence[PreparedPublish],
+    release: mf.Manifest,
+    dest: Destination,
+    skip_variants: Sequence[str],
+    say: Log,
+) -> list[PublishReport]:
     reports: list[PublishReport] = []
     for p in prepared:
         if p.variant in skip_variants:
             continue
         try:
-            reports.append(execute_publish(p))
+            reports.append(execute_publish(p, log=say))
         except WheelwrightError as exc:
             done = ", ".join(r.variant for r in reports) or "none"
-            raise StepFailed(
-                f"{exc}\nvariants already published completely: {done}. Run the same publish again to "
-                "complete it: files already on an index are skipped, nothing is uploaded twice."
-            ) from exc
+            raise with_context(exc, f"variants already published completely: {done}") from None
+        placed = mf.place(release, p.index, dest.local.releases(p.variant) if dest.local else None)
+        if placed is not None:
+            say(f"  release manifest placed beside the {p.variant} wheels: {placed}")
+        else:
+            say(
+                f"  {p.variant}: this index takes packages only; publish {release.name} from dist/ beside it "
+                "(CI attaches it to the run)"
+            )
     return reports
 
 
 def install_line(project: str, simple_url: str, *, cuda: bool) -> str:
     """What a user types. A CUDA wheel's runtime packages come from the default index, so the
     CUDA index is the --index-url (it wins for the package) and the default index is extra."""
+    from release.policy.targets import DEFAULT_INDEX
     from release.publish.index_client import resolve_simple_url
 
-    default = resolve_simple_url("pypi")
+    default = resolve_simple_url(DEFAULT_INDEX)
     if not cuda:
         return f"pip install {project} --index-url {simple_url}"
     return f"pip install {project} --index-url {simple_url} --extra-index-url {default}"

@@ -1,29 +1,42 @@
-"""upload: split out of its former module."""
+"""The effects of publishing one variant: check, stage and audit again, read the index, upload, read back.
+
+:func:`prepare_publish` checks every wheel against its audit record, copies each into the
+run's staging folder and audits the copy again (:mod:`release.publish.reverify`), then reads
+the index and plans; it uploads nothing. :func:`execute_publish` uploads the staged copies
+with twine, one file per call, each under its deadline (:mod:`release.publish.deadlines`),
+and reads the index back; :func:`publish` is the two in a row, in its own
+:func:`~release.publish.session.publish_session`. Errors keep their kind: a refusal or a
+read-back that finds other than the audited set is CheckFailed (1), a failed or timed-out
+upload StepFailed (4); each says what this run did so far and the one thing to do next.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
-import shutil
 import signal
+import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from packaging.utils import (
-    parse_wheel_filename,
-)
+from packaging.utils import parse_wheel_filename
 
+from release.audit.model import Expectation
 from release.core import proc
 from release.core.errors import CheckFailed, InputError, StepFailed
-from release.core.hashing import sha256_file
+from release.policy.matrix import expand
+from release.policy.model import Policy
 from release.policy.targets import IndexTarget, Target
-from release.publish.index_client import Auth, Redactor, remote_hashes
+from release.publish.conflicts import describe_conflict
+from release.publish.deadlines import Clock, Deadlines, deadlines_for, dies_with_parent
+from release.publish.index_client import Auth, IndexFile, Redactor, remote_files
 from release.publish.local import collect_wheels, load_audited_wheels
 from release.publish.plan import (
     MIB,
@@ -38,56 +51,41 @@ from release.publish.plan import (
     check_sizes,
     check_target_urls,
     credential_env_names,
+    file_key,
     plan_publish,
+    read_auth,
     resolve_credentials,
+    ruled,
     twine_command,
     twine_env,
     verify_published,
 )
+from release.publish.reverify import Reaudited, stage_and_reaudit
+from release.publish.session import Session, publish_session
 from release.publish.static_index import add_wheels, write_static_index
 
-# ---------------------------------------------------------------------------
-# Effects: the index
+Outcome = Literal["uploaded", "raced"]
 
 
 def _stderr_log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _stage(wheel: LocalWheel, folder: Path) -> Path:
-    """Copy the wheel to a private folder and check the copy is the audited bytes.
-
-    twine uploads the copy, so nothing can change the file between this check and the upload.
-    """
-    staged = folder / wheel.filename
-    try:
-        shutil.copyfile(wheel.path, staged)
-    except OSError as exc:
-        raise StepFailed(f"{wheel.filename}: cannot stage for upload: {exc.strerror}") from None
-    sha = sha256_file(staged)
-    if sha != wheel.sha256:
-        raise CheckFailed(
-            f"{wheel.filename}: changed while publishing (sha256 now {sha[:16]}..., audited "
-            f"{wheel.sha256[:16]}...); nothing more was uploaded"
-        )
-    return staged
-
-
 @dataclass
 class _Index:
-    """Reads one index's view of this release's projects."""
+    """Reads one index's view of this release's projects, each request under its deadline."""
 
     index: IndexTarget
     projects: tuple[str, ...]
     auth: Auth | None
     redactor: Redactor
-    timeout: tuple[float, float]
+    timeout: tuple[float, float]  # (connect, whole request)
 
-    def read(self) -> dict[str, str]:
-        out: dict[str, str] = {}
+    def files(self) -> dict[str, IndexFile]:
+        out: dict[str, IndexFile] = {}
         for project in self.projects:
             out.update(
-                remote_hashes(
+                remote_files(
                     self.index.simple_url,
                     project,
                     auth=self.auth,
@@ -97,10 +95,8 @@ class _Index:
             )
         return out
 
-
-def _same_origin(a: str, b: str) -> bool:
-    pa, pb = urlsplit(a), urlsplit(b)
-    return (pa.scheme, pa.hostname, pa.port) == (pb.scheme, pb.hostname, pb.port)
+    def read(self) -> dict[str, str]:
+        return {name: str(f.sha256) for name, f in self.files().items()}
 
 
 def _refuse(header: str, problems: Sequence[str]) -> CheckFailed:
@@ -109,22 +105,37 @@ def _refuse(header: str, problems: Sequence[str]) -> CheckFailed:
 
 @dataclass
 class PreparedPublish:
-    """Everything checked, the index read and the plan made; nothing uploaded yet.
-
-    Made by :func:`prepare_publish`, run by :func:`execute_publish`. A release
-    prepares every variant first, so any refusal comes before the first upload
-    to any index. Holds credentials: repr shows none.
+    """Everything checked, every wheel staged and audited again, the index read and the plan
+    made; nothing uploaded yet. Made by :func:`prepare_publish`, run by :func:`execute_publish`
+    inside the same session (the staged copies live in its folder). Holds credentials: repr shows none.
     """
 
     target: Target
     variant: str
     index: IndexTarget
-    local: tuple[LocalWheel, ...]
+    local: tuple[LocalWheel, ...]  # path: the staged, re-audited copy
+    verified: tuple[Reaudited, ...]
     plan: PublishPlan
+    deadlines: Deadlines
+    local_folder: Path | None  # where a local index keeps this variant's files (removal advice)
     creds: Credentials | None = field(repr=False)
     environ: Mapping[str, str] = field(repr=False)
     redactor: Redactor = field(repr=False)
     remote: _Index = field(repr=False)
+
+    @property
+    def where(self) -> str:
+        return f"{self.target.name!r} ({self.variant}, {self.redactor(self.index.simple_url)})"
+
+
+def _expectations(policy: Policy, index: IndexTarget) -> dict[str, Expectation]:
+    psha = policy.sha256
+    return {
+        r.id: dataclasses.replace(
+            Expectation.from_row(r, max_wheel_mib=index.max_wheel_mib), policy_sha256=psha
+        )
+        for r in expand(policy)
+    }
 
 
 def prepare_publish(
@@ -132,130 +143,187 @@ def prepare_publish(
     target: Target,
     *,
     variant: str,
-    policy_sha256: str,
+    policy: Policy,
+    session: Session,
     expected_files: Collection[str] | None = None,
     env: Mapping[str, str] | None = None,
-    timeout: tuple[float, float] = (10.0, 60.0),
+    deadlines: Deadlines | None = None,
+    local_folder: Path | None = None,
+    log: Log | None = None,
 ) -> PreparedPublish:
-    """Check everything and read the index; upload nothing.
+    """Check everything, stage and audit again, read the index; upload nothing.
 
-    ``wheels``: a folder (its ``*.whl`` of that variant) or a list of files.
-    ``expected_files``: the filenames this release must publish to this index
-    (None: the audited wheels given are the set). ``env``: where credentials and
-    the test hook are read, and the environment twine runs in (default
-    ``os.environ``). Raises CheckFailed naming every refused file (audit record
-    missing, failed, for another policy, or bytes changed since the audit; a
-    file missing from or foreign to the expected set; a file over the index's
-    size limit; a different file under the same name on the index; a file of
-    this version on the index that is not audited), or InputError/StepFailed.
+    ``wheels``: a folder (its ``*.whl`` of that variant) or a list of files. ``expected_files``:
+    the filenames this release must publish to this index (None: the audited wheels given are
+    the set). ``env``: where credentials, deadline overrides and the test hook are read, and the
+    environment twine runs in (default ``os.environ``). Raises CheckFailed naming every refused
+    file and the rule it breaks (audit record missing, failed, for another policy or row, bytes
+    changed since the audit; the audit run again on the staged copy fails; a file missing from
+    or foreign to the expected set; over the index's size limit; a different file under the
+    same name on the index, a truncated upload told apart; a file of this version on the index
+    that is not audited), or InputError/StepFailed.
     """
     environ = os.environ if env is None else env
+    say = log or _stderr_log
     red = Redactor()
     index = target.index_for(variant)
     check_target_urls(target, index)
+    limits = deadlines_for(variant, environ, deadlines)
     creds = resolve_credentials(variant, environ)
     if creds is not None:
         red.add_auth((creds.username, creds.password))
     _stop_after(environ)  # a bad test-hook value fails here, before anything else
+    header = f"refusing to publish to {target.name!r} ({variant}):"
 
+    rows = expand(policy)
     paths, problems = collect_wheels(wheels, variant)
-    local, audit_problems = load_audited_wheels(paths, policy_sha256=policy_sha256, variant=variant)
+    local, audit_problems = load_audited_wheels(
+        paths, policy_sha256=policy.sha256, variant=variant, rows=rows, policy_path=policy.path
+    )
     problems += audit_problems
     problems += check_local_set((p.name for p in paths), expected_files)
     problems += check_sizes(local, index.max_wheel_mib)
     if problems:
-        raise _refuse(f"refusing to publish to {target.name!r} ({variant}):", problems)
+        raise _refuse(header, problems)
     if not local:
         raise InputError(f"no {variant} wheels to publish to {target.name!r}")
 
-    read_auth: Auth | None = None
-    if (
-        creds is not None
-        and not index.is_repository_name
-        and _same_origin(index.upload_url, index.simple_url)
-    ):
-        read_auth = (creds.username, creds.password)
-    projects = tuple(sorted({parse_wheel_filename(w.filename)[0] for w in local}))
-    remote = _Index(index, projects, read_auth, red, timeout)
-    plan = plan_publish(local, remote.read())
+    expectations = _expectations(policy, index)
+    verified, problems = stage_and_reaudit(
+        local,
+        staging=session.staging / variant,
+        expectation_for=lambda w: expectations[w.row],
+        log=say,
+    )
+    if problems:
+        raise _refuse(header, problems)
+    staged = tuple(v.wheel for v in verified)
+
+    auth = read_auth(index, creds)
+    projects = tuple(sorted({parse_wheel_filename(w.filename)[0] for w in staged}))
+    remote = _Index(index, projects, auth, red, limits.timeout)
+    try:
+        files = remote.files()
+    except StepFailed as exc:
+        raise StepFailed(
+            f"publish to {target.name!r} ({variant}): reading the index failed: {exc}"
+            "\nnothing was uploaded; rerun when the index answers"
+        ) from None
+    plan = plan_publish(staged, {n: str(f.sha256) for n, f in files.items()})
     if not plan.ok:
-        raise _refuse(
-            f"refusing to publish to {target.name!r} ({variant}): the index disagrees:", plan.problems()
-        )
-    return PreparedPublish(target, variant, index, tuple(local), plan, creds, environ, red, remote)
+        by_key = {file_key(n): f for n, f in files.items()}
+        paths_by_name = {w.filename: w.path for w in staged}
+        problems = [
+            describe_conflict(
+                c,
+                staged=paths_by_name[c.filename],
+                remote=by_key.get(file_key(c.remote_filename)),
+                index=index,
+                local_folder=local_folder,
+                auth=auth,
+                timeout=limits.timeout,
+                redactor=red,
+            )
+            for c in plan.conflicts
+        ]
+        problems += PublishPlan((), (), (), plan.unexpected).problems()
+        raise _refuse(f"{header} the index disagrees:", problems)
+    return PreparedPublish(
+        target,
+        variant,
+        index,
+        staged,
+        tuple(verified),
+        plan,
+        limits,
+        local_folder,
+        creds,
+        environ,
+        red,
+        remote,
+    )
+
+
+def _so_far(uploaded: Sequence[str], p: PreparedPublish) -> str:
+    done = ", ".join(uploaded) if uploaded else "none"
+    return (
+        f"done so far on {p.where}: {len(uploaded)} of {len(p.plan.to_upload)} file(s) uploaded by this "
+        f"run ({done}), {len(p.plan.skip_same)} already there"
+    )
 
 
 def execute_publish(
-    prepared: PreparedPublish,
-    *,
-    log: Log | None = None,
-    hook: Hook | None = None,
-    upload_timeout: float = 900.0,
-    verify_wait_s: float = 60.0,
+    prepared: PreparedPublish, *, log: Log | None = None, hook: Hook | None = None
 ) -> PublishReport:
-    """Upload what the plan says, one file per twine call, then read the index back.
+    """Upload what the plan says, one staged file per twine call, then read the index back.
 
-    ``hook(event, filename)`` is called with ``before-upload`` and ``uploaded``.
-    The read-back waits up to ``verify_wait_s`` for files still missing (a CDN
-    in front of an index may lag), never for a wrong or unexpected file.
-    Raises StepFailed when an upload or the index fails (rerunning resumes), or
-    CheckFailed when the index refused a file or does not hold exactly the audited set.
+    ``hook(event, filename)`` is called with ``before-upload`` and ``uploaded``. The read-back
+    waits up to the deadlines' ``read_back_s`` for files still missing (a CDN in front of an
+    index may lag), never for a wrong or unexpected file. Raises StepFailed when an upload or
+    the index fails or runs past its deadline (rerunning resumes), or CheckFailed when the index
+    refused a file or does not hold exactly the audited set.
     """
     p = prepared
-    red, plan, target, variant, index = p.redactor, p.plan, p.target, p.variant, p.index
+    red, plan = p.redactor, p.plan
     emit = log or _stderr_log
 
     def say(line: str) -> None:
         emit(red(line))
 
-    say(f"publish: {len(p.local)} audited {variant} wheel(s) -> {target.name} ({index.simple_url})")
+    say(f"publish: {len(p.local)} audited {p.variant} wheel(s) -> {p.target.name} ({p.index.simple_url})")
     for w in plan.skip_same:
         say(f"  = {w.filename} already on the index with the same sha256; skipped")
     stop_after = _stop_after(p.environ)
     uploaded: list[str] = []
-    if plan.to_upload:
-        with tempfile.TemporaryDirectory(prefix="wheelwright-publish-") as tmp:
-            for n, wheel in enumerate(plan.to_upload, start=1):
-                say(
-                    f"  + [{n}/{len(plan.to_upload)}] uploading {wheel.filename} ({wheel.size / MIB:.1f} MiB)"
-                )
-                staged = _stage(wheel, Path(tmp))
-                if hook:
-                    hook("before-upload", wheel.filename)
-                _upload_one(staged, wheel, p, upload_timeout, len(uploaded), len(plan.to_upload))
-                staged.unlink()
-                uploaded.append(wheel.filename)
-                if hook:
-                    hook("uploaded", wheel.filename)
-                if stop_after is not None and len(uploaded) >= stop_after:
-                    say(f"  ! {STOP_AFTER_ENV}={stop_after}: test hook, killing this process now")
-                    os.kill(os.getpid(), signal.SIGKILL)
-    else:
+    raced: list[str] = []
+    for n, wheel in enumerate(plan.to_upload, start=1):
+        say(f"  + [{n}/{len(plan.to_upload)}] uploading {wheel.filename} ({wheel.size / MIB:.1f} MiB)")
+        if hook:
+            hook("before-upload", wheel.filename)
+        outcome = _upload_one(wheel, p, uploaded, say)
+        (uploaded if outcome == "uploaded" else raced).append(wheel.filename)
+        if hook:
+            hook("uploaded", wheel.filename)
+        if stop_after is not None and len(uploaded) >= stop_after:
+            say(f"  ! {STOP_AFTER_ENV}={stop_after}: test hook, killing this process now")
+            os.kill(os.getpid(), signal.SIGKILL)
+    if not plan.to_upload:
         say("  nothing to upload: every audited wheel is already on the index")
 
-    deadline = time.monotonic() + verify_wait_s
+    clock = Clock(p.deadlines.read_back_s)
     while True:
-        problems = verify_published(p.local, p.remote.read())
-        missing_only = all(x.endswith("not on the index after uploading") for x in problems)
-        if not problems or not missing_only or time.monotonic() >= deadline:
+        try:
+            remote = p.remote.read()
+        except StepFailed as exc:
+            raise StepFailed(
+                f"after uploading, reading {p.where} back failed: {exc}"
+                f"\n{_so_far(uploaded, p)}; rerun the same command to check and complete: files "
+                "already on the index with the audited sha256 are skipped"
+            ) from None
+        now = plan_publish(p.local, remote)
+        if not now.to_upload or not now.ok or clock.expired:
             break
-        time.sleep(2.0)
+        time.sleep(min(2.0, clock.left()))
+    problems = verify_published(p.local, remote)
     if problems:
         raise CheckFailed(
-            f"after publishing to {target.name!r} ({variant}) the index does not hold exactly "
-            "the audited set:\n" + "\n".join(f"  - {red(x)}" for x in problems)
+            f"after publishing to {p.where} the index does not hold exactly the audited set:\n"
+            + "\n".join(f"  - {red(x)}" for x in problems)
+            + f"\n{_so_far(uploaded, p)}"
         )
+    extra = f", {len(raced)} uploaded by someone else meanwhile" if raced else ""
     say(
-        f"publish: verified {len(p.local)} file(s) on {target.name} ({variant}): "
-        f"{len(uploaded)} uploaded, {len(plan.skip_same)} already there"
+        f"publish: verified {len(p.local)} file(s) on {p.target.name} ({p.variant}): {len(uploaded)} "
+        f"uploaded by this run, {len(plan.skip_same)} already there{extra}"
     )
     return PublishReport(
-        target.name,
-        variant,
-        red(index.simple_url),
+        p.target.name,
+        p.variant,
+        red(p.index.simple_url),
         tuple(uploaded),
         tuple(w.filename for w in plan.skip_same),
         tuple(sorted(w.filename for w in p.local)),
+        tuple(raced),
     )
 
 
@@ -264,30 +332,37 @@ def publish(
     target: Target,
     *,
     variant: str,
-    policy_sha256: str,
+    policy: Policy,
+    dist: Path | None = None,
     expected_files: Collection[str] | None = None,
     env: Mapping[str, str] | None = None,
     log: Log | None = None,
     hook: Hook | None = None,
-    timeout: tuple[float, float] = (10.0, 60.0),
-    upload_timeout: float = 900.0,
-    verify_wait_s: float = 60.0,
+    deadlines: Deadlines | None = None,
+    local_folder: Path | None = None,
 ) -> PublishReport:
-    """Publish the audited ``variant`` wheels to ``target``'s index for that variant:
-    :func:`prepare_publish` then :func:`execute_publish` (see both). Idempotent:
-    rerunning after any interruption uploads only what is missing."""
-    prepared = prepare_publish(
-        wheels,
-        target,
-        variant=variant,
-        policy_sha256=policy_sha256,
-        expected_files=expected_files,
-        env=env,
-        timeout=timeout,
+    """Publish the audited ``variant`` wheels to ``target``'s index for that variant, in one
+    session on ``dist`` (default: the wheels' folder): :func:`prepare_publish` then
+    :func:`execute_publish` (see both). Idempotent: rerunning after any interruption uploads
+    only what is missing."""
+    folder = dist or (
+        wheels if isinstance(wheels, Path) else Path(os.path.commonpath([w.parent for w in wheels]))
     )
-    return execute_publish(
-        prepared, log=log, hook=hook, upload_timeout=upload_timeout, verify_wait_s=verify_wait_s
-    )
+    say = log or _stderr_log
+    with publish_session(folder, env=os.environ if env is None else env, log=say) as session:
+        prepared = prepare_publish(
+            wheels,
+            target,
+            variant=variant,
+            policy=policy,
+            session=session,
+            expected_files=expected_files,
+            env=env,
+            deadlines=deadlines,
+            local_folder=local_folder,
+            log=say,
+        )
+        return execute_publish(prepared, log=log, hook=hook)
 
 
 def _add_to_static(staged: Path, index: IndexTarget) -> None:
@@ -306,54 +381,75 @@ def _stop_after(env: Mapping[str, str]) -> int | None:
     return int(raw)
 
 
-def _upload_one(
-    staged: Path,
-    wheel: LocalWheel,
-    p: PreparedPublish,
-    upload_timeout: float,
-    done: int,
-    total: int,
-) -> None:
-    index, creds, red, remote = p.index, p.creds, p.redactor, p.remote
-    if index.upload_url.startswith("file://"):
-        _add_to_static(staged, index)
-        return
+def _run_twine(wheel: LocalWheel, p: PreparedPublish) -> tuple[bool, str, float | None]:
+    """(ok, output, the deadline when twine was killed at it)."""
+    limit = p.deadlines.for_upload(wheel.size)
+    command = dies_with_parent(twine_command(p.index, wheel.path), os.getpid())
     try:
-        result = proc.run(
-            twine_command(index, staged),
-            env=twine_env(p.environ, creds),
-            check=False,
-            timeout=upload_timeout,
-        )
-        ok, output = result.returncode == 0, (result.stdout + "\n" + result.stderr)
-    except StepFailed as exc:  # timed out; proc's message holds the command line, no secret
-        ok, output = False, str(exc)
+        result = proc.run(command, env=twine_env(p.environ, p.creds), check=False, timeout=limit)
+    except StepFailed as exc:
+        if isinstance(exc.__cause__, subprocess.TimeoutExpired):
+            return False, "", limit
+        return False, str(exc), None
+    return result.returncode == 0, result.stdout + "\n" + result.stderr, None
+
+
+def _upload_one(wheel: LocalWheel, p: PreparedPublish, uploaded: Sequence[str], say: Log) -> Outcome:
+    """Upload one staged wheel; on any failure read the index back and say exactly what is there."""
+    if p.index.upload_url.startswith("file://"):
+        _add_to_static(wheel.path, p.index)
+        return "uploaded"
+    ok, output, killed_at = _run_twine(wheel, p)
     if ok:
-        return
-    resume = (
-        f"this run uploaded {done} of its {total} file(s) before this one; rerun the same command "
-        "to resume (files already on the index with the same sha256 are skipped)"
-    )
+        return "uploaded"
+    red = p.redactor
     tail = "\n".join(red(output).strip().splitlines()[-15:])
+    if killed_at is not None:
+        what = ruled(
+            "deadline",
+            f"uploading {wheel.filename} to {p.where} did not finish within its {killed_at:g} s deadline "
+            "(the upload deadline, WHEELWRIGHT_UPLOAD_DEADLINE_S); twine was stopped",
+        )
+    else:
+        what = f"uploading {wheel.filename} to {p.where} failed:\n{tail}"
+    so_far = _so_far(uploaded, p)
+    try:
+        files = p.remote.files()
+    except StepFailed as exc:
+        raise StepFailed(
+            f"{what}\nthe index could not be read back ({exc}), so whether {wheel.filename} arrived is "
+            f"unknown\n{so_far}; rerun the same command: it reads the index first and uploads only "
+            "what is missing"
+        ) from None
+    by_key = {file_key(n): f for n, f in files.items()}
+    there = by_key.get(file_key(wheel.filename))
+    if there is not None and there.sha256 == wheel.sha256:
+        if re.search(r"HTTPError: 4\d\d\b", output):  # the index refused ours: someone else's copy
+            say(
+                f"  = {wheel.filename} was uploaded by someone else meanwhile (same sha256); not counted as ours"
+            )
+            return "raced"
+        say(f"  ! {what.splitlines()[0]}; but the index holds {wheel.filename} with the audited sha256")
+        return "uploaded"
+    if there is not None:
+        plan = plan_publish([wheel], {n: str(f.sha256) for n, f in files.items()})
+        diagnosis = describe_conflict(
+            plan.conflicts[0],
+            staged=wheel.path,
+            remote=there,
+            index=p.index,
+            local_folder=p.local_folder,
+            auth=p.remote.auth,
+            timeout=p.remote.timeout,
+            redactor=red,
+        )
+        raise CheckFailed(f"{what}\n{diagnosis}\n{so_far}")
+    resume = f"{so_far}; the index does not hold {wheel.filename}: rerun the same command to resume"
     if re.search(r"\b(401|403)\b", output):
-        source = creds.source if creds else "twine's keyring (no credential variable is set)"
-        user_var, pass_var = credential_env_names(index.variant)
+        source = p.creds.source if p.creds else "twine's keyring (no credential variable is set)"
+        user_var, pass_var = credential_env_names(p.index.variant)
         resume = (
             f"the index refused the upload credentials from {source}; set {user_var}/{pass_var} "
             f"(or TWINE_USERNAME/TWINE_PASSWORD) to an account allowed to upload\n{resume}"
         )
-    try:
-        now = remote.read()
-    except StepFailed as exc:
-        raise StepFailed(
-            f"uploading {wheel.filename} failed, and the index could not be read back ({exc}):\n"
-            f"{tail}\n{resume}"
-        ) from None
-    plan = plan_publish([wheel], now)
-    if plan.skip_same:
-        return  # the index has exactly this file: twine failed after the server stored it
-    if plan.conflicts:
-        raise CheckFailed(
-            f"the index refused {wheel.filename}: {plan.conflicts[0].describe()}\n{tail}\n{resume}"
-        )
-    raise StepFailed(f"uploading {wheel.filename} failed:\n{tail}\n{resume}")
+    raise StepFailed(f"{what}\n{resume}")

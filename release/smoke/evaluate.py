@@ -1,4 +1,8 @@
-"""evaluate: split out of its former module."""
+"""Decide a smoke run's verdict from what the probe (and the C++ consumer) reported. Pure.
+
+Which loaded library is the CUDA runtime comes from :mod:`release.resources.cuda`, the
+one table of CUDA's libraries.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from release.policy.matrix import Row
+from release.resources import cuda
 
 
 @dataclass(frozen=True)
@@ -28,7 +33,13 @@ def _within(path: str, folder: str) -> bool:
 
 
 def loaded_cuda_runtime(loaded: Sequence[str]) -> list[str]:
-    return sorted({p for p in loaded if os.path.basename(p).startswith("libcudart")})
+    """The loaded files that are the CUDA runtime (any CUDA major, a grafted copy too)."""
+    out = set()
+    for path in loaded:
+        known = cuda.library(os.path.basename(path))
+        if known is not None and known.kind == "runtime":
+            out.add(path)
+    return sorted(out)
 
 
 def evaluate(row: Row, probe: Mapping[str, Any], cpp: Mapping[str, Any] | None = None) -> Outcome:

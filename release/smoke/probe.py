@@ -1,21 +1,49 @@
-"""probe: split out of its former module."""
+"""The programs the smoke step runs (the probe, inside the fresh venv; the C++ SDK consumer), and
+the pure reading of what a failing probe left behind: the traceback of the project's code only.
+
+The probe is written to a file (:data:`PROBE_FILE`) and run from there, so a crash names that
+file, not a 70-line ``-c`` argument; its own frames are cut from every traceback shown.
+"""
 
 from __future__ import annotations
 
-# Runs inside the fresh venv's interpreter. argv: import_name, check "mod:func", sdk "mod:func"|"".
+import signal
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+PROBE_FILE = "wheelwright_probe.py"
+PHASE_MARK = "wheelwright-probe-phase: "  # on stderr before each phase: names where a crash happened
+TRACEBACK_INDENT = "    "
+
+# Runs inside the fresh venv's interpreter, from PROBE_FILE.
+# argv: import_name, check "mod:func", sdk "mod:func"|"", variant.
 PROBE = r"""
-import ctypes, importlib, json, sys
+import ctypes, faulthandler, importlib, json, sys, traceback
+faulthandler.enable()  # a crash in the project's code prints its Python stack to stderr
+HERE = __file__
 out = {"python": "%d.%d" % sys.version_info[:2], "site": None}
 import_name, check, sdk = sys.argv[1], sys.argv[2], sys.argv[3]
+def phase(name):
+    sys.stderr.write("wheelwright-probe-phase: " + name + "\n")
+    sys.stderr.flush()
+def error(exc):
+    return "%s: %s" % (type(exc).__name__, exc)
+def project_traceback(exc):
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if f.filename != HERE and not f.filename.startswith("<frozen importlib")]
+    text = "".join(traceback.format_list(frames)) + "".join(traceback.format_exception_only(type(exc), exc))
+    return "Traceback (most recent call last):\n" + text if frames else text
 def call(spec):
     mod, _, fn = spec.partition(":")
     return getattr(importlib.import_module(mod), fn)()
+phase("import " + import_name)
 try:
     mod = importlib.import_module(import_name)
     out["import"] = "ok"
     out["module_file"] = getattr(mod, "__file__", None)
 except BaseException as exc:
-    out["import"] = "%s: %s" % (type(exc).__name__, exc)
+    out["import"] = error(exc)
+    out["import_traceback"] = project_traceback(exc)
     print(json.dumps(out)); sys.exit(0)
 import sysconfig
 out["site"] = sysconfig.get_paths()["purelib"]
@@ -44,15 +72,20 @@ except OSError:
 out["gpus"], out["no_gpu_reason"] = gpu, reason
 out["run_check"] = bool(gpu) or sys.argv[4] == "cpu"
 if out["run_check"]:
+    phase("run " + check)
     try:
         out["check"] = call(check)
     except BaseException as exc:
-        out["check_error"] = "%s: %s" % (type(exc).__name__, exc)
+        out["check_error"] = error(exc)
+        out["check_traceback"] = project_traceback(exc)
 if sdk:
+    phase("call " + sdk)
     try:
         out["sdk"] = call(sdk)
     except BaseException as exc:
-        out["sdk_error"] = "%s: %s" % (type(exc).__name__, exc)
+        out["sdk_error"] = error(exc)
+        out["sdk_traceback"] = project_traceback(exc)
+phase("report")
 print(json.dumps(out, default=str))
 """
 
@@ -69,3 +102,49 @@ int main() {{
   return 0;
 }}
 """
+
+# the ✗ line of each probe error (as release.smoke.evaluate words it) and its traceback key
+_TRACEBACKS = (
+    ("✗ import failed", "import_traceback"),
+    ("✗ the check computation failed", "check_traceback"),
+    ("✗ the SDK paths could not be read", "sdk_traceback"),
+)
+
+
+def with_tracebacks(lines: Sequence[str], probe: Mapping[str, Any]) -> tuple[str, ...]:
+    """``lines`` with the project's traceback indented under each ✗ line it explains. Pure."""
+    out: list[str] = []
+    for line in lines:
+        out.append(line)
+        for prefix, key in _TRACEBACKS:
+            text = probe.get(key)
+            if line.startswith(prefix) and isinstance(text, str) and text.strip():
+                out += [TRACEBACK_INDENT + t for t in text.rstrip("\n").splitlines()]
+    return tuple(out)
+
+
+def _exit_words(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+def crash_report(returncode: int, stderr: str, probe_path: str) -> tuple[str, list[str]]:
+    """What a probe that died without a report shows: one line naming the phase it died in
+    (``import tinyaxpy``, ``run tinyaxpy:selftest``) and how, then its stderr less the probe's
+    own frames and phase marks (Python's fault handler prints the project's stack there). Pure."""
+    phase = "start"
+    shown: list[str] = []
+    for line in stderr.splitlines():
+        if line.startswith(PHASE_MARK):
+            phase = line[len(PHASE_MARK) :].strip()
+        elif probe_path not in line:
+            shown.append(line)
+    while shown and not shown[-1].strip():
+        shown.pop()
+    while shown and not shown[0].strip():
+        shown.pop(0)
+    return f"✗ the probe {_exit_words(returncode)} during `{phase}`, before it could report", shown

@@ -5,29 +5,113 @@ runs inside the fresh venv and reports, from the process itself (``/proc/self/ma
 which ``libcudart`` it loaded: this machine has a CUDA runtime in its loader cache, so
 a wheel with a wrong RPATH imports fine here and fails for every user. Without a GPU
 the device computation is skipped, and the record says so: never a silent pass.
+
+The fresh venv is made without pip when this environment's pip can install into it from
+outside (``pip --python``): ensurepip took most of a venv's time. A rehearsal installs the
+wheel's dependencies from a wheelhouse (:mod:`release.smoke.wheelhouse`) instead of asking
+the indexes for every row. The probe runs from a file; a crash in the project's code shows
+the project's frames only (:mod:`release.smoke.probe`). Which wheel pip and uv would pick
+from an index is :mod:`release.smoke.resolve`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.metadata
+import importlib.util
 import json
+import math
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from release.core.errors import StepFailed
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from release import records
+from release.core import log
+from release.core.errors import InputError, StepFailed
 from release.core.hashing import sha256_file
 from release.core.pip import NO_PIP_CONFIG
-from release.core.proc import run
+from release.core.proc import Result, run
 from release.policy.matrix import Row
 from release.policy.model import Project
 from release.smoke.evaluate import Outcome, evaluate
-from release.smoke.probe import CPP_CONSUMER, PROBE
+from release.smoke.probe import (
+    CPP_CONSUMER,
+    PROBE,
+    PROBE_FILE,
+    TRACEBACK_INDENT,
+    crash_report,
+    with_tracebacks,
+)
+from release.smoke.wheelhouse import Wheelhouse, fill
 
-SMOKE_RECORD_VERSION = 1
+KEEP_TMP_VAR = "WHEELWRIGHT_KEEP_TMP"
+PROBE_TIMEOUT_VAR = "WHEELWRIGHT_SMOKE_TIMEOUT"
+DEFAULT_PROBE_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds each smoke subprocess may run before the step fails, naming the row and the step.
+
+    ``probe`` (import the package and run its check, on the GPU when there is one) is the one
+    to raise for a slow computation: ``--probe-timeout`` or ``WHEELWRIGHT_SMOKE_TIMEOUT``.
+    ``pip`` covers downloading the wheel's dependencies (CUDA runtime packages, torch).
+    """
+
+    venv: float = 120.0
+    pip: float = 1800.0
+    probe: float = DEFAULT_PROBE_TIMEOUT_S
+    compile: float = 300.0  # g++ of the C++ consumer
+    consumer: float = 60.0  # running the C++ consumer
+
+
+def probe_timeout(flag: float | None, env: Mapping[str, str]) -> float:
+    """The probe's timeout: the command-line flag, else ``WHEELWRIGHT_SMOKE_TIMEOUT``, else 600 s."""
+    if flag is not None:
+        value, what = flag, f"--probe-timeout {flag:g}"
+    else:
+        raw = env.get(PROBE_TIMEOUT_VAR, "").strip()
+        if not raw:
+            return DEFAULT_PROBE_TIMEOUT_S
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        what = f"{PROBE_TIMEOUT_VAR}={raw!r}"
+    if not 0 < value < math.inf:
+        raise InputError(f"{what}: give a positive, finite number of seconds")
+    return value
+
+
+def _step(
+    row: Row,
+    step: str,
+    timeout: float,
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    check: bool = True,
+) -> Result:
+    """One smoke subprocess under a timeout; a timeout names the row, the step and, for the
+    probe, how to give it longer."""
+    try:
+        return run(
+            args, env=env, cwd=cwd, timeout=timeout, check=check, step=f"row {row.id}: smoke step '{step}'"
+        )
+    except StepFailed as exc:
+        if step.startswith("probe") and isinstance(exc.__cause__, subprocess.TimeoutExpired):
+            raise StepFailed(f"{exc}; give it longer with --probe-timeout or {PROBE_TIMEOUT_VAR}") from exc
+        raise
 
 
 def pip_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -43,9 +127,13 @@ def install_args(
     index_url: str | None,
     extra_index_urls: Sequence[str] = (),
     find_links: Sequence[Path] = (),
+    no_index: bool = False,
 ) -> list[str]:
-    """The pip install arguments a user would type (pure)."""
+    """The pip install arguments a user would type (pure); ``no_index`` with ``find_links``
+    installs from local folders only (the smoke wheelhouse)."""
     args = ["install", "--isolated", "--no-input", "--quiet"]
+    if no_index:
+        args.append("--no-index")
     if index_url:
         args += ["--index-url", index_url]
     for url in extra_index_urls:
@@ -54,6 +142,100 @@ def install_args(
         args += ["--find-links", str(folder)]
     args.append(str(wheel) if wheel is not None else str(requirement))
     return args
+
+
+def pip_drives(python_version: str) -> bool:
+    """Whether this environment's pip can install into a venv of ``python_version`` from outside
+    (``pip --python``), so the fresh venv is made without pip: ``ensurepip`` took most of the
+    venv's time. False when this environment has no pip or the version is outside its range."""
+    try:
+        spec = SpecifierSet(importlib.metadata.metadata("pip")["Requires-Python"] or "")
+        return bool(importlib.util.find_spec("pip")) and spec.contains(python_version, prereleases=True)
+    except (importlib.metadata.PackageNotFoundError, InvalidSpecifier):
+        return False
+
+
+def _fresh_venv(row: Row, python: Path, venv: Path, limits: Timeouts) -> list[str]:
+    """Make the fresh venv; the pip command line that installs into it."""
+    vpy = venv / "bin" / "python"
+    if pip_drives(row.python):
+        _log(row, f"creating a fresh venv with {python} (pip {_pip_version()} installs into it)")
+        _step(row, "create a venv", limits.venv, [str(python), "-m", "venv", "--without-pip", str(venv)])
+        return [sys.executable, "-m", "pip", "--python", str(vpy)]
+    _log(row, f"creating a fresh venv with {python}")
+    _step(row, "create a venv", limits.venv, [str(python), "-m", "venv", str(venv)])
+    return [str(vpy), "-m", "pip"]
+
+
+def _pip_version() -> str:
+    try:
+        return importlib.metadata.version("pip")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - pip_drives said yes
+        return "?"
+
+
+def _install(
+    row: Row,
+    pip: list[str],
+    wheel: Path,
+    *,
+    index_url: str | None,
+    extra_index_urls: Sequence[str],
+    wheelhouse: Wheelhouse | None,
+    env: Mapping[str, str],
+    cwd: Path,
+    limits: Timeouts,
+) -> None:
+    """Install ``wheel`` and its dependencies: from the indexes, or from the wheelhouse."""
+    if wheelhouse is None:
+        _log(row, f"pip install {wheel.name} and its dependencies")
+        args = install_args(wheel, None, index_url=index_url, extra_index_urls=extra_index_urls)
+        _step(row, "pip install", limits.pip, [*pip, *args], env=env, cwd=cwd)
+        return
+
+    def from_wheelhouse() -> str | None:
+        args = install_args(wheel, None, index_url=None, find_links=[wheelhouse.folder], no_index=True)
+        result = run(
+            [*pip, *args], env=env, cwd=cwd, check=False, timeout=limits.pip,
+            step=f"row {row.id}: smoke step 'pip install from the wheelhouse'",
+        )  # fmt: skip
+        if result.returncode == 0:
+            return None
+        return "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
+
+    def download(args: list[str]) -> None:
+        _step(row, "pip download into the wheelhouse", limits.pip, [*pip, *args], env=env, cwd=cwd)
+
+    _log(row, f"pip install {wheel.name}, its dependencies from {wheelhouse.folder} (no index)")
+    if not wheelhouse.fresh() or from_wheelhouse() is not None:
+        fill(wheelhouse, wheel, row_id=row.id, download=download, install=from_wheelhouse)
+
+
+def _probe(
+    row: Row, project: Project, vpy: Path, tmp: Path, env: Mapping[str, str], limits: Timeouts
+) -> dict[str, Any] | Outcome:
+    """Run the probe from a file in the venv's folder: its report, or the failed Outcome of a
+    probe that died before reporting (a crash in the project's code), with the project's frames."""
+    script = tmp / PROBE_FILE
+    script.write_text(PROBE, encoding="utf-8")
+    _log(row, f"importing {project.import_name} and running {project.check}")
+    result = _step(
+        row, f"probe (import {project.import_name}, run {project.check})", limits.probe,
+        [str(vpy), str(script), project.import_name, project.check, project.sdk or "", row.variant],
+        env=env, cwd=tmp, check=False,
+    )  # fmt: skip
+    lines = result.stdout.strip().splitlines()
+    if result.returncode == 0 and lines:
+        try:
+            report: dict[str, Any] = json.loads(lines[-1])
+            return report
+        except json.JSONDecodeError:
+            pass
+    first, shown = crash_report(result.returncode, result.stderr, str(script))
+    if result.returncode == 0:
+        first = f"✗ the probe printed no report (its last output: {result.stdout.strip()[-300:]!r})"
+    details = {"crash": {"returncode": result.returncode, "stderr": result.stderr[-4000:]}}
+    return Outcome(False, False, (first, *(TRACEBACK_INDENT + line for line in shown)), None, None, details)
 
 
 def smoke_wheel(
@@ -66,60 +248,56 @@ def smoke_wheel(
     extra_index_urls: Sequence[str] = (),
     workdir: Path | None = None,
     env: Mapping[str, str] | None = None,
+    timeouts: Timeouts | None = None,
+    wheelhouse: Wheelhouse | None = None,
 ) -> Outcome:
-    """Fresh venv with ``python``, install ``wheel`` and its dependencies, probe, judge."""
+    """Fresh venv with ``python``, install ``wheel`` and its dependencies, probe, judge.
+
+    Every subprocess runs under ``timeouts`` (default :class:`Timeouts`, the probe's from
+    ``WHEELWRIGHT_SMOKE_TIMEOUT`` in ``env``); a timeout is a StepFailed naming the row and step.
+    With ``wheelhouse`` the dependencies come from that folder (:mod:`release.smoke.wheelhouse`),
+    fetched from the same indexes once, instead of from the indexes for every row.
+    """
     base = dict(os.environ if env is None else env)
-    keep = base.get("WHEELWRIGHT_KEEP_TMP") == "1"
+    limits = timeouts or Timeouts(probe=probe_timeout(None, base))
+    keep = base.get(KEEP_TMP_VAR) == "1"
     wheel = wheel.resolve()  # pip runs in the temporary folder
     tmp = Path(tempfile.mkdtemp(prefix=f"ww-smoke-{row.id}-", dir=workdir))
     try:
         venv = tmp / "venv"
-        _log(row, f"creating a fresh venv with {python}")
-        run([str(python), "-m", "venv", str(venv)], check=True)
-        vpy = venv / "bin" / "python"
-        _log(row, f"pip install {wheel.name} and its dependencies")
-        run(
-            [
-                str(vpy),
-                "-m",
-                "pip",
-                *install_args(wheel, None, index_url=index_url, extra_index_urls=extra_index_urls),
-            ],
-            env=pip_env(base),
-            check=True,
-            cwd=tmp,
-        )
-        _log(row, f"importing {project.import_name} and running {project.check}")
+        pip = _fresh_venv(row, python, venv, limits)
+        _install(
+            row, pip, wheel, index_url=index_url, extra_index_urls=extra_index_urls,
+            wheelhouse=wheelhouse, env=pip_env(base), cwd=tmp, limits=limits,
+        )  # fmt: skip
         clean = {k: v for k, v in base.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME")}
-        result = run(
-            [str(vpy), "-c", PROBE, project.import_name, project.check, project.sdk or "", row.variant],
-            env=clean,
-            cwd=tmp,
-            check=True,
-        )
-        try:
-            probe: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
-        except (IndexError, json.JSONDecodeError):
-            raise StepFailed(
-                f"the smoke probe printed no report (stdout {result.stdout[-300:]!r}, stderr {result.stderr[-300:]!r})"
-            ) from None
+        probe = _probe(row, project, venv / "bin" / "python", tmp, clean, limits)
+        if isinstance(probe, Outcome):
+            return probe
         sdk = probe.get("sdk")
         if project.sdk and "sdk_error" not in probe and not isinstance(sdk, dict):
             probe["sdk_error"] = (
                 f"{project.sdk} returned {type(sdk).__name__}, not a dict of include_dir/lib_dir/libraries"
             )
-        cpp = _cpp_consumer(sdk, tmp, clean) if isinstance(sdk, dict) else None
-        return evaluate(row, probe, cpp)
+        cpp = _cpp_consumer(row, sdk, tmp, clean, limits) if isinstance(sdk, dict) else None
+        outcome = evaluate(row, probe, cpp)
+        lines = with_tracebacks(outcome.lines, probe)
+        if wheelhouse is not None:
+            lines = (
+                *lines,
+                f"- dependencies installed from the smoke wheelhouse {wheelhouse.folder} (no index)",
+            )
+        return dataclasses.replace(outcome, lines=lines)
     finally:
         if keep:
-            print(f"smoke: kept {tmp} (WHEELWRIGHT_KEEP_TMP=1)", file=sys.stderr)
+            log.warn(f"==> [{row.id}] smoke: kept {tmp} ({KEEP_TMP_VAR}=1)")
         else:
-            import shutil
-
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _cpp_consumer(sdk: Mapping[str, Any], tmp: Path, env: Mapping[str, str]) -> dict[str, Any]:
+def _cpp_consumer(
+    row: Row, sdk: Mapping[str, Any], tmp: Path, env: Mapping[str, str], limits: Timeouts
+) -> dict[str, Any]:
     """Compile, link and run a C++ program against the installed SDK, outside the wheel."""
     try:
         header = str(sdk["header"])
@@ -127,70 +305,72 @@ def _cpp_consumer(sdk: Mapping[str, Any], tmp: Path, env: Mapping[str, str]) -> 
         src.write_text(CPP_CONSUMER.format(header=header), encoding="utf-8")
         exe = tmp / "consumer"
         libs = [f"-l{name}" for name in sdk.get("libraries", [])]
-        run(
+        _step(
+            row, "compile the C++ consumer (g++)", limits.compile,
             ["g++", "-std=c++17", str(src), "-o", str(exe), f"-I{sdk['include_dir']}", f"-L{sdk['lib_dir']}",
-             "-Wl,--no-as-needed", *libs, f"-Wl,-rpath,{sdk['lib_dir']}"],
-            check=True,
-        )  # fmt: skip
-        out = run([str(exe)], env=env, check=True)
+             "-Wl,--no-as-needed", *libs, f"-Wl,-rpath,{sdk['lib_dir']}"])  # fmt: skip
+        out = _step(row, "run the C++ consumer", limits.consumer, [str(exe)], env=env)
         return {"loaded": out.stdout.split(), "libraries": list(sdk.get("libraries", []))}
     except (StepFailed, KeyError) as exc:
         return {"error": str(exc)}
 
 
 def _log(row: Row, message: str) -> None:
-    print(f"==> [{row.id}] smoke: {message}", file=sys.stderr, flush=True)
+    log.say(row.id, f"smoke: {message}")
 
 
-def write_record(wheel: Path, row: Row, outcome: Outcome) -> Path:
-    """``<wheel>.smoke.json`` beside the wheel, bound to its sha256."""
-    record = {
-        "version": SMOKE_RECORD_VERSION,
-        "wheel": wheel.name,
-        "sha256": sha256_file(wheel),
-        "row": row.id,
-        "passed": outcome.passed,
-        "executed": outcome.executed,
-        "skipped_reason": outcome.skipped_reason,
-        "libcudart": outcome.libcudart,
-        "lines": list(outcome.lines),
-        "check": outcome.details.get("check"),
-        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    path = wheel.with_name(wheel.name + ".smoke.json")
-    tmp = path.with_suffix(".tmp")
-    try:
-        tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:
-        raise StepFailed(f"cannot write the smoke record {path}: {exc.strerror}") from None
-    return path
+def write_record(
+    wheel: Path, row: Row, outcome: Outcome, *, policy_sha256: str, sha256: str | None = None
+) -> Path:
+    """``<wheel>.smoke.json`` beside the wheel, bound to its sha256 (``sha256``: the one its
+    audit record was checked against, so the record names the bytes that were audited)."""
+    record = records.SmokeRecord(
+        wheel=wheel.name,
+        sha256=sha256 or sha256_file(wheel),
+        policy_sha256=policy_sha256,
+        row=row.id,
+        variant=row.variant,
+        passed=outcome.passed,
+        executed=outcome.executed,
+        skipped_reason=None if outcome.executed else (outcome.skipped_reason or "not executed"),
+        libcudart=outcome.libcudart,
+        lines=tuple(outcome.lines),
+        check=outcome.details.get("check"),
+        at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
+    return records.write(wheel, record)
 
 
-def resolved_wheel(
+def smoke_step(
+    row: Row,
+    project: Project,
+    wheel: Path,
     python: Path,
-    requirement: str,
     *,
-    index_url: str,
+    policy_sha256: str,
+    index_url: str | None = None,
     extra_index_urls: Sequence[str] = (),
-    workdir: Path | None = None,
-) -> str:
-    """The wheel file name pip picks for ``requirement`` with these indexes, as a user's pip would."""
-    tmp = Path(tempfile.mkdtemp(prefix="ww-resolve-", dir=workdir))
-    try:
-        args = [
-            str(python), "-m", "pip", "download", "--no-deps",
-            "--only-binary=:all:", "--isolated", "--no-input", "--quiet", "-d", str(tmp / "got"),
-            "--index-url", index_url,
-        ]  # fmt: skip
-        for url in extra_index_urls:
-            args += ["--extra-index-url", url]
-        run([*args, requirement], env=pip_env(), check=True)
-        got = sorted(p.name for p in (tmp / "got").glob("*.whl"))
-        if len(got) != 1:
-            raise StepFailed(f"pip downloaded {got} for {requirement}; expected one wheel")
-        return got[0]
-    finally:
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
+    env: Mapping[str, str] | None = None,
+    timeouts: Timeouts | None = None,
+    wheelhouse: Wheelhouse | None = None,
+) -> tuple[Outcome, Path]:
+    """The smoke step of a row's wheel: its passing audit record first (bound to these bytes,
+    this row and this policy), then a fresh smoke, then the smoke record. The old smoke record
+    goes before the run, so a failed or stopped rerun never leaves a stale pass behind."""
+    sha = sha256_file(wheel)
+    records.require(
+        wheel, records.AuditRecord, step="smoke", row_id=row.id, policy_sha256=policy_sha256, sha256=sha
+    )
+    records.remove(wheel, "smoke")
+    outcome = smoke_wheel(
+        row,
+        project,
+        wheel,
+        python,
+        index_url=index_url,
+        extra_index_urls=extra_index_urls,
+        env=env,
+        timeouts=timeouts,
+        wheelhouse=wheelhouse,
+    )
+    return outcome, write_record(wheel, row, outcome, policy_sha256=policy_sha256, sha256=sha)

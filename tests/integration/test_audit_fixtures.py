@@ -161,7 +161,7 @@ def test_bad_arguments_are_bad_input() -> None:
 def test_record_written_and_accepted_by_publish(tmp_path: Path) -> None:
     from release.policy.load import load_policy
     from release.publish.plan import check_audit_record
-    from release.publish.rows import policy_sha256
+    from release.records import policy_sha256
 
     by_id = {c["id"]: c for c in CASES}
     good = shutil.copy(WHEELS / by_id["fx_good_cu130"]["wheel"], tmp_path)
@@ -202,6 +202,7 @@ def test_wired_into_release_cli() -> None:
         capture_output=True,
         text=True,
         check=False,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert "✓ device code covers every claimed GPU architecture ['80', '90']" in proc.stdout
@@ -221,5 +222,6 @@ def test_wired_into_release_cli() -> None:
         capture_output=True,
         text=True,
         check=False,
+        timeout=120,
     )
     assert proc.returncode == 2 and "not a readable zip archive" in proc.stderr

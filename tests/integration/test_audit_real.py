@@ -1,7 +1,8 @@
 """The audit on published wheels: NVIDIA's CUDA library wheels and torch 2.14.1 cu130.
 
-They are read from the local wheel store (never copied into the repository) and the
-tests skip when it is absent. torch (555 MB) runs only with WHEELWRIGHT_BIG_BINARIES=1.
+They are pinned by name and sha256 in tests/real_wheels.py and fetched into a cache
+(never copied into the repository); a wheel that cannot be fetched fails its test.
+torch (555 MB) runs only with WHEELWRIGHT_BIG_BINARIES=1 (``nox -s tests`` sets it).
 docs/audit.md records what the audit reports on each of them.
 """
 
@@ -11,25 +12,17 @@ import os
 from pathlib import Path
 
 import pytest
+from real_wheels import BY_KEY, FetchError, Pin, fetch, real_wheel, sha256_of
 
 from release.audit.model import AuditResult, Expectation
 from release.audit.run import audit_wheel
 from release.policy.archs import parse_arch_list
 from release.policy.load import load_policy
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.network]
 
-STORE = Path(os.environ.get("WHEELWRIGHT_WHEEL_STORE", "/opt/pypi-more/files"))
 ROOT = Path(__file__).resolve().parents[2]
-TORCH = STORE / "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"
 TORCH_ARCHS = "7.5;8.0;8.6;9.0;10.0;12.0"  # read back from the wheel: see docs/audit.md
-
-
-def store_wheel(prefix: str) -> Path:
-    found = sorted(STORE.glob(f"{prefix}-*.whl"))
-    if not found:
-        pytest.skip(f"no {prefix} wheel in {STORE}")
-    return found[0]
 
 
 def cu130(archs: str | None) -> Expectation:
@@ -43,21 +36,21 @@ def messages(result: AuditResult, check: str) -> list[str]:
 
 
 def test_nvtx_has_no_device_code() -> None:
-    result = audit_wheel(store_wheel("nvidia_nvtx"), cu130(None))
+    result = audit_wheel(real_wheel("nvidia_nvtx"), cu130(None))
     assert result.arch_list_found is None
     assert any("carries device code" in m for m in messages(result, "libraries"))
     assert not messages(result, "hygiene")
 
 
 def test_cufile_links_system_rdma_libraries() -> None:
-    result = audit_wheel(store_wheel("nvidia_cufile"), cu130("7.5;8.0;8.6+PTX"))
+    result = audit_wheel(real_wheel("nvidia_cufile"), cu130("7.5;8.0;8.6+PTX"))
     assert result.arch_list_found == "7.5;8.0;8.6+PTX"
     platform = messages(result, "hygiene")
     assert platform and all("linux_x86_64 at best" in m and "libibverbs.so.1" in m for m in platform)
 
 
 def test_cupti_tag_between_auditwheel_policies_is_honest() -> None:
-    result = audit_wheel(store_wheel("nvidia_cuda_cupti"), cu130(None))
+    result = audit_wheel(real_wheel("nvidia_cuda_cupti"), cu130(None))
     ok = [f.message for f in result.findings if f.check == "hygiene" and f.ok]
     assert any(m.startswith("platform tag manylinux_2_25_x86_64 is honest") for m in ok)
 
@@ -66,9 +59,7 @@ def test_cupti_tag_between_auditwheel_policies_is_honest() -> None:
     os.environ.get("WHEELWRIGHT_BIG_BINARIES") != "1", reason="set WHEELWRIGHT_BIG_BINARIES=1 for torch"
 )
 def test_torch() -> None:
-    if not TORCH.is_file():
-        pytest.skip(f"{TORCH} is absent")
-    result = audit_wheel(TORCH, cu130(TORCH_ARCHS))
+    result = audit_wheel(real_wheel("torch"), cu130(TORCH_ARCHS))
     assert result.arch_list_found == TORCH_ARCHS
     device = messages(result, "device_code")
     assert any(
@@ -83,3 +74,30 @@ def test_torch() -> None:
         "the same ELF file is shipped 2 times under different names: torch/bin/protoc, torch/bin/protoc-3.21.12.0"
     ]
     assert result.timings["total"] < 120
+
+
+# --------------------------------------------------------------------------- the pinned wheels
+
+
+def test_a_pinned_wheel_is_fetched_checked_and_reused(tmp_path: Path) -> None:
+    pin = BY_KEY["nvidia_nvtx"]
+    path = fetch(pin, into=tmp_path)
+    assert path == tmp_path / pin.filename and sha256_of(path) == pin.sha256
+    assert sorted(p.name for p in tmp_path.iterdir()) == [pin.filename]  # no temporary left
+    stamp = path.stat().st_mtime_ns
+    assert fetch(pin, into=tmp_path) == path and path.stat().st_mtime_ns == stamp  # reused as is
+    path.write_bytes(b"damaged")  # a damaged copy is replaced by the pinned file
+    assert sha256_of(fetch(pin, into=tmp_path)) == pin.sha256
+
+
+def test_a_wheel_that_is_not_the_pin_fails_loudly(tmp_path: Path) -> None:
+    pin = BY_KEY["nvidia_nvtx"]
+    wrong = Pin(pin.project, pin.version, pin.filename, "0" * 64)
+    with pytest.raises(FetchError) as info:
+        fetch(wrong, into=tmp_path)
+    assert str(info.value).startswith(f"{pin.filename} (sha256 {'0' * 64}) could not be fetched: ")
+    assert "--require-hashes" in str(info.value) and f"or put the file into {tmp_path}" in str(info.value)
+    assert not (tmp_path / pin.filename).exists()
+    missing = Pin(pin.project, "0.0.1", pin.filename.replace("13.0.85", "0.0.1"), pin.sha256)
+    with pytest.raises(FetchError, match=r"nvidia_nvtx-0\.0\.1-.*could not be fetched"):
+        fetch(missing, into=tmp_path)

@@ -36,6 +36,7 @@ def test_rebuilt_fixtures_fail_as_committed(tmp_path: Path) -> None:
         check=True,
         capture_output=True,
         text=True,
+        timeout=1800,
     )
     rebuilt = json.loads((out / "manifest.json").read_text())
     committed = json.loads((FIXTURES / "wheels" / "manifest.json").read_text())

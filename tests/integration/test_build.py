@@ -8,9 +8,8 @@ Build venvs and PyPI toolchains live in the shared wheelwright cache
 (``$WHEELWRIGHT_CACHE`` or ``~/.cache/wheelwright``), so they are made once per
 machine; every test compiles its kernels into a fresh kernel cache of its own.
 
-The container backend cannot run here (no engine). Its tests either check the real
-"no engine" failure, or use a fake ``docker`` script to reach the plan; the names of
-those say "fake".
+Every build here pins ``backend="host"``: the choice of backend, and the container
+backend's plan, are tested in ``test_backend_auto.py`` with pinned (fake) engines.
 """
 
 from __future__ import annotations
@@ -18,9 +17,11 @@ from __future__ import annotations
 import dataclasses
 import email.parser
 import hashlib
+import inspect
 import json
 import os
 import stat
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,6 @@ import pytest
 
 from release.audit.elf import read_elf
 from release.audit.fatbin import all_entries, has_device_code
-from release.build.engine import detect_engine
 from release.build.run import build_row
 from release.core.errors import StepFailed, ToolError
 from release.core.machine import default_cache_dir
@@ -243,10 +243,17 @@ def test_cu132_with_the_pinned_pypi_toolchain(tmp_path: Path) -> None:
 
 
 def test_cpu_row_gives_a_cpu_wheel_on_a_machine_with_nvcc(tmp_path: Path) -> None:
-    """The variant comes from the row: CUDA_HOME, an arch list and nvcc flags in the shell change nothing."""
+    """The variant comes from the row: CUDA_HOME, an arch list, nvcc flags and CUDA include paths
+    in the shell change nothing."""
     from release.build.toolchain import probe_nvcc
 
-    env = _env(TORCH_CUDA_ARCH_LIST="8.0;9.0+PTX", NVCC_APPEND_FLAGS="-arch=sm_80", TINYAXPY_VARIANT="cu130")
+    env = _env(
+        TORCH_CUDA_ARCH_LIST="8.0;9.0+PTX",
+        NVCC_APPEND_FLAGS="-arch=sm_80",
+        TINYAXPY_VARIANT="cu130",
+        CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=native",
+        CPATH="/usr/local/cuda/include",
+    )
     nvcc = [Path(p) / "nvcc" for p in env["PATH"].split(os.pathsep) if (Path(p) / "nvcc").is_file()]
     if nvcc:
         probe = probe_nvcc(nvcc[0], env)
@@ -347,92 +354,7 @@ def test_a_wheel_of_another_variant_is_refused(tmp_path: Path) -> None:
     check_wheel_name(row, "tinyaxpy-0.3.0-cp312-cp312-manylinux_2_28_x86_64.whl", "tinyaxpy")
 
 
-# --------------------------------------------------------------------------- container backend
-
-
-def test_container_backend_with_no_engine_says_so(tmp_path: Path) -> None:
-    if detect_engine(os.environ).engine is not None:
-        pytest.skip("a container engine works here")
-    dist = tmp_path / "dist"
-    with pytest.raises(ToolError) as info:
-        build_row(
-            ROWS["cu130-py312-x86_64"],
-            policy_path=POLICY,
-            dist_dir=dist,
-            cache_dir=CACHE,
-            backend="container",
-            env=_env(),
-        )
-    text = str(info.value)
-    assert text.startswith("no container engine works here (") and text.endswith("; use --backend host")
-    assert "docker" in text and "podman" in text
-    assert dist_files(dist) == []
-
-
-def _fake_engines(folder: Path, *, works: bool) -> Path:
-    folder.mkdir()
-    for engine in ("docker", "podman"):
-        script = folder / engine
-        if works and engine == "docker":
-            script.write_text('#!/bin/sh\n[ "$1" = info ] && { echo "fake engine"; exit 0; }\nexit 99\n')
-        else:
-            script.write_text(
-                "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///fake.sock. "
-                "Is the docker daemon running?' >&2\nexit 1\n"
-            )
-        script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return folder
-
-
-def test_fake_docker_without_engine_auto_falls_back_to_host(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
-) -> None:
-    fake = _fake_engines(tmp_path / "bin", works=False)
-    env = _env(PATH=f"{fake}{os.pathsep}{os.environ['PATH']}")
-    dist, cache = tmp_path / "dist", tmp_path / "cache"
-    records = build_row(
-        ROWS["cpu-py312-x86_64"],
-        policy_path=POLICY,
-        dist_dir=dist,
-        cache_dir=cache,
-        backend="auto",
-        dry_run=True,
-        env=env,
-    )
-    out, err = capfd.readouterr()
-    assert records == []
-    line = (
-        "no container engine works here (docker info: exit 1: Cannot connect to the Docker daemon at "
-        "unix:///fake.sock. Is the docker daemon running?; podman info: exit 1: Cannot connect"
-    )
-    assert line in err
-    assert "building on the host" in err
-    assert "backend: host" in out and "TINYAXPY_VARIANT=cpu" in out
-    assert not dist.exists() and not cache.exists()  # a dry run makes nothing
-
-
-def test_fake_engine_container_dry_run_prints_the_cibuildwheel_plan(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
-) -> None:
-    fake = _fake_engines(tmp_path / "bin", works=True)
-    env = _env(PATH=f"{fake}{os.pathsep}{os.environ['PATH']}")
-    records = build_row(
-        ROWS["cu126-py312-x86_64"],
-        policy_path=POLICY,
-        dist_dir=tmp_path / "dist",
-        cache_dir=tmp_path / "cache",
-        backend="auto",
-        dry_run=True,
-        env=env,
-    )
-    out = capfd.readouterr().out
-    assert records == []
-    assert "backend: container" in out
-    assert "CIBW_BUILD=cp312-manylinux_x86_64" in out
-    assert "CIBW_CONTAINER_ENGINE=docker" in out
-    assert "CIBW_MANYLINUX_X86_64_IMAGE=pytorch/manylinux2_28-builder:cuda12.6" in out
-    assert "-m cibuildwheel --platform linux --output-dir" in out
-    assert not (tmp_path / "dist").exists()
+# --------------------------------------------------------------------------- dry runs
 
 
 def test_dry_run_of_a_pypi_row_installs_nothing(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
@@ -449,7 +371,8 @@ def test_dry_run_of_a_pypi_row_installs_nothing(tmp_path: Path, capfd: pytest.Ca
     out = capfd.readouterr().out
     assert "install nvidia-cuda-nvcc==13.2.86" in out
     assert "CUDA 13.2.86 from pinned PyPI wheels" in out
-    assert "create the build venv" in out
+    assert "create the isolated build environment" in out
+    assert "setuptools==84.2.1, wheel==0.48.0 from" in out
     assert not cache.exists() and not (tmp_path / "dist").exists()
 
 
@@ -502,3 +425,59 @@ def test_plan_row_is_the_dry_run_as_a_value(tmp_path: Path, capfd: pytest.Captur
     assert build_row(row, dry_run=True, **kwargs) == []
     assert capfd.readouterr().out.strip() == plan.render()
     assert not (tmp_path / "cache").exists() and not (tmp_path / "dist").exists()
+
+
+# --------------------------------------------------------------------------- time limits
+
+
+def test_a_command_past_its_limit_is_stopped_with_what_it_started(tmp_path: Path) -> None:
+    """proc.run's limit: the step and the command are named, the process group is killed."""
+    from release.core import proc
+
+    pid_file = tmp_path / "child.pid"
+    script = tmp_path / "hang.sh"
+    script.write_text(f"#!/bin/sh\nsleep 600 &\necho $! > {pid_file}\nwait\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    with pytest.raises(StepFailed) as info:
+        proc.run([script], timeout=1, step="row r: probing")
+    assert str(info.value) == (
+        f"row r: probing: `{script}` timed out after 1 s and was stopped (with every process it started)"
+    )
+    assert info.value.return_code == 4
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"{script}'s child {child} outlived its timeout")
+    with pytest.raises(StepFailed, match=r"^running sleep: `\S+/sleep 5` timed out after 0.2 s"):
+        proc.run(["sleep", "5"], timeout=0.2)
+    # every command has a limit unless its caller lifts it (only builds do)
+    assert inspect.signature(proc.run).parameters["timeout"].default == proc.DEFAULT_TIMEOUT_S
+    assert proc.run(["true"], timeout=None).returncode == 0
+
+
+def test_a_hung_repair_is_stopped_naming_the_row_and_keeping_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repair has a limit; the compile (a build) has none."""
+    from release.build import host
+    from release.build.plan import Command
+
+    assert host.COMMAND_TIMEOUT_S["build"] is None and host.COMMAND_TIMEOUT_S["cibuildwheel"] is None
+    assert host.COMMAND_TIMEOUT_S["tools"] == host.REPAIR_TIMEOUT_S
+    monkeypatch.setitem(host.COMMAND_TIMEOUT_S, "tools", 0.5)
+    row = ROWS["cpu-py312-x86_64"]
+    log, cache = tmp_path / "build.log", tmp_path / "cache"
+    command = Command("repairing", ("sleep", "30"), "tools")
+    with pytest.raises(StepFailed) as info:
+        host.run_logged(row, command, list(command.argv), dict(os.environ), log, cache)
+    text = str(info.value)
+    kept = cache / "logs" / f"{row.id}.log"
+    assert text.startswith("row cpu-py312-x86_64: repairing: `")
+    assert "sleep 30` timed out after 0.5 s" in text and text.endswith(f"full log: {kept}")
+    assert "timed out after 0.5 s" in kept.read_text()

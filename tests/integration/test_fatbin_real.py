@@ -1,13 +1,13 @@
 """The fatbin reader on real binaries, checked entry by entry against cuobjdump.
 
 Libraries are compiled here with the host nvcc (CUDA 13.0) and extracted from the
-CUDA wheels in ``$WHEELWRIGHT_WHEELS_DIR`` (default /opt/pypi-more/files).
-Members of 400 MB and more (libtorch_cuda.so, libtorch_cpu.so, libcublasLt.so)
-are left out unless ``WHEELWRIGHT_BIG_BINARIES=1``; ``WHEELWRIGHT_FATBIN_MAX_MB``
-moves the cut-off.
+published CUDA wheels pinned in tests/real_wheels.py (fetched by name and sha256 into a
+cache; a wheel that cannot be fetched fails its test). Members of 400 MB and more
+(libtorch_cuda.so, libtorch_cpu.so, libcublasLt.so) are left out unless
+``WHEELWRIGHT_BIG_BINARIES=1``; ``WHEELWRIGHT_FATBIN_MAX_MB`` moves the cut-off.
 
 cuobjdump comes from ``ensure_cuobjdump`` (pip, cached under
-``~/.cache/wheelwright``), hence the ``network`` mark on the tests that use it.
+``$WHEELWRIGHT_CACHE``, default ``~/.cache/wheelwright``), hence the ``network`` mark on the tests that use it.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import re
 import shutil
 import sys
 import zipfile
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from real_wheels import PINS, Pin, real_wheel
 
 from release.audit.cuobjdump import (
     cross_check,
@@ -36,16 +36,14 @@ from release.audit.elf import ElfError, is_elf, read_elf
 from release.audit.fatbin import FatbinError, all_entries, has_device_code, read_fatbins
 from release.core import proc
 from release.core.errors import InputError, ToolError
+from release.core.machine import default_cache_dir
 
 pytestmark = pytest.mark.integration
 
 NVCC = Path(os.environ.get("NVCC", "/usr/local/bin/nvcc"))
-WHEELS_DIR = Path(os.environ.get("WHEELWRIGHT_WHEELS_DIR", "/opt/pypi-more/files"))
-CACHE_DIR = Path.home() / ".cache" / "wheelwright"
+CACHE_DIR = default_cache_dir(os.environ)
 BIG = os.environ.get("WHEELWRIGHT_BIG_BINARIES") == "1"
 MAX_BYTES = int(float(os.environ.get("WHEELWRIGHT_FATBIN_MAX_MB", "400")) * 1_000_000)
-# Wheels that can carry CUDA binaries.
-CUDA_WHEELS = ("nvidia_", "torch-", "torchvision-", "cupy", "cuda_")
 
 KERNEL = """
 __global__ void scale(float* x, float a) { x[threadIdx.x] *= a; }
@@ -153,7 +151,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         src = out / "plain.c"
         src.write_text("int plain_add(int a, int b) { return a + b; }\n")
         libs["plain"] = out / "libplain.so"
-        proc.run([cxx, "-shared", "-fPIC", "-x", "c", src, "-o", libs["plain"]])
+        proc.run([cxx, "-shared", "-fPIC", "-x", "c", src, "-o", libs["plain"]], timeout=120)
     return libs
 
 
@@ -386,46 +384,32 @@ class Member:
     name: str
     size: int
 
-    @property
-    def id(self) -> str:
-        return f"{self.wheel.name.split('-')[0]}-{self.wheel.name.split('-')[1]}/{Path(self.name).name}"
 
-
-def _wheel_members() -> tuple[list[Member], list[Member]]:
-    """(.so members within the size limit, the big ones), one copy of each file."""
+def _wheel_members(pin: Pin) -> tuple[list[Member], list[Member]]:
+    """(.so members of the pinned wheel within the size limit, the big ones), one copy of each file."""
     small: list[Member] = []
     big: list[Member] = []
-    if not WHEELS_DIR.is_dir():
-        return small, big
+    wheel = real_wheel(pin.key)
     seen: set[tuple[str, int, int]] = set()
-    for wheel in sorted(WHEELS_DIR.glob("*.whl")):
-        if not wheel.name.startswith(CUDA_WHEELS):
-            continue
-        with zipfile.ZipFile(wheel) as z:
-            for info in z.infolist():
-                base = Path(info.filename).name
-                if info.is_dir() or not re.search(r"\.so(\.|$)", base):
-                    continue
-                key = (base, info.CRC, info.file_size)
-                if key in seen:
-                    continue
-                seen.add(key)
-                member = Member(wheel, info.filename, info.file_size)
-                (big if info.file_size >= MAX_BYTES else small).append(member)
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            base = Path(info.filename).name
+            if info.is_dir() or not re.search(r"\.so(\.|$)", base):
+                continue
+            key = (base, info.CRC, info.file_size)
+            if key in seen:
+                continue
+            seen.add(key)
+            member = Member(wheel, info.filename, info.file_size)
+            (big if info.file_size >= MAX_BYTES else small).append(member)
     return small, big
 
 
-SMALL, BIG_MEMBERS = _wheel_members()
-
-
-@pytest.fixture
-def extracted(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
-    member: Member = request.param
-    out = tmp_path / Path(member.name).name
+def _extract(member: Member, into: Path) -> Path:
+    out = into / Path(member.name).name
     with zipfile.ZipFile(member.wheel) as z, z.open(member.name) as src, out.open("wb") as dst:
         shutil.copyfileobj(src, dst, 1 << 20)
-    yield out
-    out.unlink()
+    return out
 
 
 def _check_member(path: Path, cuobjdump: Path) -> None:
@@ -441,44 +425,58 @@ def _check_member(path: Path, cuobjdump: Path) -> None:
         assert check.theirs == ()
 
 
+def _check_members(members: list[Member], cuobjdump: Path, tmp_path: Path) -> None:
+    """Every member against cuobjdump; one failure does not hide the next."""
+    failures: list[str] = []
+    for member in members:
+        path = _extract(member, tmp_path)
+        try:
+            _check_member(path, cuobjdump)
+        except AssertionError as exc:
+            failures.append(f"{member.name}: {exc}")
+        finally:
+            path.unlink()
+    assert not failures, "\n".join(failures)
+
+
 @pytest.mark.network
-@pytest.mark.parametrize("extracted", SMALL, ids=[m.id for m in SMALL], indirect=True)
-def test_wheel_binary_matches_cuobjdump(extracted: Path, cuobjdump: Path) -> None:
-    _check_member(extracted, cuobjdump)
+@pytest.mark.parametrize("pin", PINS, ids=[p.key for p in PINS])
+def test_wheel_binaries_match_cuobjdump(pin: Pin, cuobjdump: Path, tmp_path: Path) -> None:
+    small, _big = _wheel_members(pin)
+    _check_members(small, cuobjdump, tmp_path)
 
 
 @pytest.mark.network
 @pytest.mark.skipif(not BIG, reason="set WHEELWRIGHT_BIG_BINARIES=1 for 400 MB+ libraries")
-@pytest.mark.parametrize("extracted", BIG_MEMBERS, ids=[m.id for m in BIG_MEMBERS], indirect=True)
-def test_big_wheel_binary_matches_cuobjdump(extracted: Path, cuobjdump: Path) -> None:
-    _check_member(extracted, cuobjdump)
+@pytest.mark.parametrize("pin", PINS, ids=[p.key for p in PINS])
+def test_big_wheel_binaries_match_cuobjdump(pin: Pin, cuobjdump: Path, tmp_path: Path) -> None:
+    _small, big = _wheel_members(pin)
+    _check_members(big, cuobjdump, tmp_path)
 
 
 def test_wheels_hold_device_code_to_check() -> None:
     # Guards against the sweep above silently checking nothing.
-    if not WHEELS_DIR.is_dir():
-        pytest.skip(f"no wheels at {WHEELS_DIR}")
-    names = {Path(m.name).name for m in SMALL}
-    if any(WHEELS_DIR.glob("nvidia_curand-*.whl")):
-        assert "libcurand.so.10" in names
-    if any(WHEELS_DIR.glob("nvidia_cuda_nvrtc-*.whl")):
-        assert "libnvrtc.so.13" in names
+    small = {Path(m.name).name for m in _wheel_members(next(p for p in PINS if p.key == "nvidia_curand"))[0]}
+    assert "libcurand.so.10" in small
+    nvrtc = {
+        Path(m.name).name for m in _wheel_members(next(p for p in PINS if p.key == "nvidia_cuda_nvrtc"))[0]
+    }
+    assert "libnvrtc.so.13" in nvrtc
+    big = {Path(m.name).name for m in _wheel_members(next(p for p in PINS if p.key == "nvidia_cublas"))[1]}
+    assert "libcublasLt.so.13" in big  # cuBLASLt: the sweep's largest NVIDIA library
 
 
 # ------------------------------------------------------------- cost on a large library
 
 
 def _largest_device_library(tmp_path: Path) -> Path:
-    candidates = [
-        m for m in (BIG_MEMBERS if BIG else SMALL) if "curand" in m.name or "torch_cuda.so" in m.name
-    ]
-    if not candidates:
-        pytest.skip("no large CUDA library in the wheels")
-    member = max(candidates, key=lambda m: m.size)
-    out = tmp_path / Path(member.name).name
-    with zipfile.ZipFile(member.wheel) as z, z.open(member.name) as src, out.open("wb") as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
-    return out
+    """libtorch_cuda.so with WHEELWRIGHT_BIG_BINARIES=1, else libcurand."""
+    pin = next(p for p in PINS if p.key == ("torch" if BIG else "nvidia_curand"))
+    small, big = _wheel_members(pin)
+    wanted = "libtorch_cuda.so" if BIG else "libcurand.so"
+    candidates = [m for m in (big + small if BIG else small) if Path(m.name).name.startswith(wanted)]
+    assert candidates, f"{pin.filename} holds no {wanted}"
+    return _extract(max(candidates, key=lambda m: m.size), tmp_path)
 
 
 def test_header_only_read_is_fast_and_small(tmp_path: Path) -> None:

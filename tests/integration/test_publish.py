@@ -1,7 +1,9 @@
-"""Publishing against a real pypiserver, real twine and real pip; faults included.
+"""Publishing against a real pypiserver, real twine and real pip, with real wheels the real audit
+passes (the audit's fixture wheels, rewrapped); interruptions included.
 
-Every test ends by comparing the index with the audited set, and by checking
-that no credential reached any captured output.
+Every test ends by comparing the index with the audited set, and by checking that no credential
+reached any captured output. Faults on the wire (dropped, trickling, unanswered) are in
+test_publish_faults.py; forged and edited records in test_publish_forged.py.
 """
 
 from __future__ import annotations
@@ -18,27 +20,28 @@ from pathlib import Path
 
 import pytest
 from conftest_index import (
-    POLICY_SHA256,
     PROJECT,
-    AuditedWheelFactory,
     InstallVenv,
     TinyWheelFactory,
     build_tiny_wheel,
-    fixture_audited_wheel_factory,  # noqa: F401 (a fixture, registered by its name=)
-    fixture_install_venv,  # noqa: F401
+    fixture_install_venv,  # noqa: F401 (a fixture, registered by its name=)
     fixture_local_index_server,  # noqa: F401
     fixture_tiny_wheel_factory,  # noqa: F401
+    publish_policy,
+    release_wheel,
     write_audit_record,
 )
 
 from release.core import proc
-from release.core.errors import CheckFailed, StepFailed
+from release.core.errors import CheckFailed, StepFailed, ToolError
 from release.core.hashing import sha256_file
+from release.policy.model import Policy
 from release.policy.targets import IndexTarget, Target
 from release.publish.channels import ChannelRule, check_channels
-from release.publish.index_client import read_project, remote_hashes
+from release.publish.index_client import read_project, remote_hashes, resolve_simple_url
 from release.publish.local_index import LocalIndex, attach, local_index, start_detached, stop
 from release.publish.plan import STOP_AFTER_ENV
+from release.publish.session import publish_session
 from release.publish.static_index import build_static_index
 from release.publish.upload import execute_publish, prepare_publish, publish
 
@@ -62,31 +65,33 @@ def _assert_no_secret(index: LocalIndex, *texts: str) -> None:
         assert index.username not in text
 
 
-def _cu130_set(dest: Path, factory: AuditedWheelFactory) -> list[Path]:
-    return [
-        factory(dest, tag="py3-none-any"),
-        factory(dest, tag="cp311-cp311-manylinux_2_28_x86_64"),
-        factory(dest, tag="cp312-cp312-manylinux_2_28_x86_64"),
-    ]
+@pytest.fixture
+def policy(tmp_path: Path) -> Policy:
+    return publish_policy(tmp_path / "policy")
+
+
+def _cu130_set(dist: Path, policy: Policy, version: str = "1.5.0") -> list[Path]:
+    return [release_wheel(dist, policy, f"cu130-py{py}-x86_64", version=version) for py in ("311", "312")]
 
 
 def test_publish_then_pip_install_then_rerun_skips(
     tmp_path: Path,
+    policy: Policy,
     local_index_server: LocalIndex,
-    audited_wheel_factory: AuditedWheelFactory,
     install_venv: InstallVenv,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     index = local_index_server
     dist = tmp_path / "dist"
-    wheels = _cu130_set(dist, audited_wheel_factory)
-    cpu = audited_wheel_factory(dist, version="1.5.0")  # another variant in the same folder
+    wheels = _cu130_set(dist, policy)
+    cpu = release_wheel(dist, policy, "cpu-py312-x86_64")  # another variant, another folder
     lines: list[str] = []
     report = publish(
-        dist,
+        dist / "cu130",
         index.target(),
         variant="cu130",
-        policy_sha256=POLICY_SHA256,
+        policy=policy,
+        dist=dist,
         expected_files=[w.name for w in wheels],
         env=index.credentials_env("cu130"),
         log=lines.append,
@@ -95,19 +100,20 @@ def test_publish_then_pip_install_then_rerun_skips(
     assert _index_state(index, "cu130") == _expected(wheels)
     assert _index_state(index, "cpu") == {}
     assert cpu.name not in os.listdir(index.folder("cu130"))
+    assert any(line.startswith("  re-auditing ") for line in lines)  # the staged bytes, audited again
+    assert not list((dist / ".publish").iterdir())  # the staging folder is gone
 
     result = install_venv.install(index.simple_url("cu130"), f"{PROJECT}==1.5.0+cu130")
     assert result.returncode == 0, result.stderr
-    shown = install_venv.run("import wwdemo; print(wwdemo.VERSION, wwdemo.TAG)").stdout.split()
-    py = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    best = f"{py}-{py}-manylinux_2_28_x86_64" if py in ("cp311", "cp312") else "py3-none-any"
-    assert shown == ["1.5.0+cu130", best]  # pip chose the most specific audited wheel
+    shown = install_venv.run("import importlib.metadata as m; print(m.version('wwdemo'))").stdout.strip()
+    assert shown == "1.5.0+cu130"
 
     again = publish(
-        dist,
+        dist / "cu130",
         index.target(),
         variant="cu130",
-        policy_sha256=POLICY_SHA256,
+        policy=policy,
+        dist=dist,
         env=index.credentials_env(None),  # TWINE_USERNAME/TWINE_PASSWORD work too
         log=lines.append,
     )
@@ -118,73 +124,76 @@ def test_publish_then_pip_install_then_rerun_skips(
     _assert_no_secret(index, *lines, captured.out, captured.err, result.stdout, result.stderr)
 
 
-def test_refuses_unaudited_tampered_failed_and_foreign_wheels_uploading_nothing(
-    tmp_path: Path, local_index_server: LocalIndex, audited_wheel_factory: AuditedWheelFactory
+def test_refuses_unaudited_tampered_failed_foreign_and_misfiled_wheels_uploading_nothing(
+    tmp_path: Path, policy: Policy, local_index_server: LocalIndex
 ) -> None:
     index = local_index_server
     dist = tmp_path / "dist"
-    good = audited_wheel_factory(dist, tag="py3-none-any")
-    unaudited = build_tiny_wheel(dist, tag="cp310-cp310-manylinux_2_28_x86_64")
-    tampered = audited_wheel_factory(dist, tag="cp311-cp311-manylinux_2_28_x86_64")
+    good = release_wheel(dist, policy, "cu130-py312-x86_64", version="1.5.0")
+    unaudited = release_wheel(dist, policy, "cu130-py311-x86_64", version="1.5.1", audit=False)
+    tampered = release_wheel(dist, policy, "cu130-py311-x86_64", version="1.5.2")
     with tampered.open("ab") as fh:
         fh.write(b"\0")  # changed after the audit
-    failed = audited_wheel_factory(dist, tag="cp312-cp312-manylinux_2_28_x86_64", passed=False)
-    foreign = build_tiny_wheel(dist, tag="cp313-cp313-manylinux_2_28_x86_64")
-    write_audit_record(foreign, row="cu130-py313-x86_64", variant="cu130", policy_sha256="0" * 64)
+    failed = release_wheel(dist, policy, "cu130-py311-x86_64", version="1.5.3", audit=False)
+    write_audit_record(
+        failed, row="cu130-py311-x86_64", variant="cu130", passed=False, policy_sha256=policy.sha256
+    )
+    foreign = release_wheel(dist, policy, "cu130-py311-x86_64", version="1.5.4", audit=False)
+    write_audit_record(foreign, row="cu130-py311-x86_64", variant="cu130", policy_sha256="0" * 64)
+    misfiled = release_wheel(dist, policy, "cu130-py311-x86_64", version="1.5.5", audit=False)
+    write_audit_record(misfiled, row="cu130-py312-x86_64", variant="cu130", policy_sha256=policy.sha256)
 
     with pytest.raises(CheckFailed) as info:
-        publish(
-            dist,
-            index.target(),
-            variant="cu130",
-            policy_sha256=POLICY_SHA256,
-            env=index.credentials_env("cu130"),
-            log=lambda line: None,
-        )
+        publish(dist / "cu130", index.target(), variant="cu130", policy=policy, dist=dist,
+                env=index.credentials_env("cu130"), log=lambda line: None)  # fmt: skip
     message = str(info.value)
     assert f"{unaudited.name}: no audit record" in message
-    assert f"{tampered.name}: changed since it was audited" in message
+    assert (
+        f"{tampered.name}: changed since it was audited: its bytes are not the ones audited (sha256 now"
+        in message
+    )
     assert f"{failed.name}: its audit failed" in message
     assert f"{foreign.name}: audited against another rows.toml" in message
+    assert f"{misfiled.name}: audited as row 'cu130-py312-x86_64', not cu130-py311-x86_64" in message
+    assert message.count("[rule: record-chain]") == 5
     assert good.name not in message
-    assert "nothing was uploaded" in message
+    assert message.endswith("nothing was uploaded")
     assert list(index.folder("cu130").iterdir()) == []
     _assert_no_secret(index, message)
 
 
 def test_conflict_and_stray_files_on_the_index_stop_before_any_upload(
-    tmp_path: Path, local_index_server: LocalIndex, audited_wheel_factory: AuditedWheelFactory
+    tmp_path: Path, policy: Policy, local_index_server: LocalIndex
 ) -> None:
     index = local_index_server
-    wheels = _cu130_set(tmp_path / "dist", audited_wheel_factory)
-    other = build_tiny_wheel(
-        tmp_path / "other", tag=wheels[1].name.split("-", 2)[2][: -len(".whl")], payload="x"
+    wheels = _cu130_set(tmp_path / "dist", policy)
+    other = release_wheel(
+        tmp_path / "other", policy, "cu130-py312-x86_64", extra={"wwdemo-x/x": b"x"}, audit=False
     )
+    assert other.name == wheels[1].name
     shutil.copy(other, index.folder("cu130") / other.name)  # same name, different bytes
     stray = build_tiny_wheel(index.folder("cu130"), version="1.5.0+cu126")  # not this index's variant
     old = build_tiny_wheel(index.folder("cu130"), version="1.4.0+cu130")  # an earlier release: fine
     before = _index_state(index, "cu130")
 
     with pytest.raises(CheckFailed) as info:
-        publish(
-            wheels,
-            index.target(),
-            variant="cu130",
-            policy_sha256=POLICY_SHA256,
-            env=index.credentials_env("cu130"),
-            log=lambda line: None,
-        )
+        publish(wheels, index.target(), variant="cu130", policy=policy, env=index.credentials_env("cu130"),
+                log=lambda line: None)  # fmt: skip
     message = str(info.value)
     assert f"{wheels[1].name}: the index already holds" in message
+    assert (
+        "if that file was never released, remove it from the index; if it was, bump the build number"
+        in message
+    )
+    assert "truncated" not in message  # a whole other wheel, not a cut-short upload of ours
     assert f"{stray.name}: on the index for this release's version" in message
+    assert "[rule: one-name-one-file]" in message and "[rule: release-set]" in message
     assert old.name not in message
     assert _index_state(index, "cu130") == before  # nothing uploaded
 
 
-def test_server_stopped_mid_release_then_rerun_completes(
-    tmp_path: Path, audited_wheel_factory: AuditedWheelFactory
-) -> None:
-    wheels = _cu130_set(tmp_path / "dist", audited_wheel_factory)
+def test_server_stopped_mid_release_then_rerun_completes(tmp_path: Path, policy: Policy) -> None:
+    wheels = _cu130_set(tmp_path / "dist", policy)
     root = tmp_path / "index"
     lines: list[str] = []
     with local_index(["cu130"], root) as first:
@@ -194,89 +203,72 @@ def test_server_stopped_mid_release_then_rerun_completes(
                 stop(first.root_dir)
 
         with pytest.raises(StepFailed) as info:
-            publish(
-                wheels,
-                first.target(),
-                variant="cu130",
-                policy_sha256=POLICY_SHA256,
-                env=first.credentials_env("cu130"),
-                log=lines.append,
-                hook=stop_server_after_first,
-                timeout=(2.0, 5.0),
-            )
+            publish(wheels, first.target(), variant="cu130", policy=policy, env=first.credentials_env("cu130"),
+                    log=lines.append, hook=stop_server_after_first)  # fmt: skip
         message = str(info.value)
-        assert "rerun the same command to resume" in message
+        assert "the index could not be read back" in message
+        assert f"1 of 2 file(s) uploaded by this run ({wheels[0].name})" in message
+        assert "rerun the same command" in message
         assert len(os.listdir(first.folder("cu130"))) == 1
         _assert_no_secret(first, message, *lines)
 
     with local_index(["cu130"], root, password=first.password) as second:  # same folder, new port
-        report = publish(
-            wheels,
-            second.target(),
-            variant="cu130",
-            policy_sha256=POLICY_SHA256,
-            env=second.credentials_env("cu130"),
-            log=lines.append,
-        )
-        assert len(report.skipped) == 1 and len(report.uploaded) == 2
+        report = publish(wheels, second.target(), variant="cu130", policy=policy,
+                         env=second.credentials_env("cu130"), log=lines.append)  # fmt: skip
+        assert report.skipped == (wheels[0].name,) and report.uploaded == (wheels[1].name,)
         assert _index_state(second, "cu130") == _expected(wheels)
 
 
 def test_index_refuses_one_upload_midway_then_rerun_completes(
-    tmp_path: Path, local_index_server: LocalIndex, audited_wheel_factory: AuditedWheelFactory
+    tmp_path: Path, policy: Policy, local_index_server: LocalIndex
 ) -> None:
     index = local_index_server
-    wheels = _cu130_set(tmp_path / "dist", audited_wheel_factory)
-    rogue_dir = tmp_path / "rogue"
+    wheels = _cu130_set(tmp_path / "dist", policy)
     placed: list[Path] = []
 
     def race_a_different_file(event: str, filename: str) -> None:
         # Another publisher wins the race for the second name: the server must refuse ours.
         if event == "before-upload" and not placed and any(index.folder("cu130").iterdir()):
-            tag = filename.split("-", 2)[2][: -len(".whl")]
-            rogue = build_tiny_wheel(rogue_dir, tag=tag, payload="rogue")
+            rogue = release_wheel(
+                tmp_path / "rogue", policy, "cu130-py312-x86_64", extra={"r/r": b"r"}, audit=False
+            )
+            assert rogue.name == filename
             placed.append(Path(shutil.copy(rogue, index.folder("cu130") / rogue.name)))
 
     lines: list[str] = []
     with pytest.raises(CheckFailed) as info:
-        publish(
-            wheels,
-            index.target(),
-            variant="cu130",
-            policy_sha256=POLICY_SHA256,
-            env=index.credentials_env("cu130"),
-            log=lines.append,
-            hook=race_a_different_file,
-        )
+        publish(wheels, index.target(), variant="cu130", policy=policy, env=index.credentials_env("cu130"),
+                log=lines.append, hook=race_a_different_file)  # fmt: skip
     message = str(info.value)
-    assert f"the index refused {placed[0].name}" in message
-    assert "never holds two files under one name" in message
+    assert f"uploading {placed[0].name} to 'local' (cu130, " in message
+    assert f"{placed[0].name}: the index already holds" in message
+    assert f"1 of 2 file(s) uploaded by this run ({wheels[0].name})" in message
+    assert "rerun the same command to resume" not in message  # never advice that contradicts the fix
     _assert_no_secret(index, message, *lines)
 
     placed[0].unlink()  # the operator removes the file that was never released
-    publish(
-        wheels,
-        index.target(),
-        variant="cu130",
-        policy_sha256=POLICY_SHA256,
-        env=index.credentials_env("cu130"),
-        log=lines.append,
-    )
+    report = publish(wheels, index.target(), variant="cu130", policy=policy, env=index.credentials_env("cu130"),
+                     log=lines.append)  # fmt: skip
+    assert report.uploaded == (wheels[1].name,)
     assert _index_state(index, "cu130") == _expected(wheels)
 
 
-_PUBLISH_SCRIPT = """
+PUBLISH_SCRIPT = """
 import json, sys
 from pathlib import Path
+from release.policy.load import load_policy
 from release.publish.upload import publish
 from release.policy.targets import IndexTarget, Target
+from release.publish.deadlines import Deadlines
 t = json.loads(sys.argv[1])
 target = Target(t["name"], t["rehearsal"], {v: IndexTarget(**i) for v, i in t["indexes"].items()})
-publish(Path(sys.argv[2]), target, variant="cu130", policy_sha256=sys.argv[3])
+deadlines = Deadlines(**json.loads(sys.argv[4])) if len(sys.argv) > 4 else None
+report = publish(Path(sys.argv[2]), target, variant="cu130", policy=load_policy(sys.argv[3]), deadlines=deadlines)
+print(json.dumps(report.to_json()))
 """
 
 
-def _target_json(target: Target) -> str:
+def target_json(target: Target) -> str:
     return json.dumps(
         {
             "name": target.name,
@@ -295,11 +287,11 @@ def _target_json(target: Target) -> str:
 
 
 def test_publisher_killed_between_two_files_then_rerun_completes(
-    tmp_path: Path, local_index_server: LocalIndex, audited_wheel_factory: AuditedWheelFactory
+    tmp_path: Path, policy: Policy, local_index_server: LocalIndex
 ) -> None:
     index = local_index_server
     dist = tmp_path / "dist"
-    wheels = _cu130_set(dist, audited_wheel_factory)
+    wheels = _cu130_set(dist, policy)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "PYTHONPATH": str(REPO),
@@ -307,35 +299,40 @@ def test_publisher_killed_between_two_files_then_rerun_completes(
         STOP_AFTER_ENV: "1",
         **index.credentials_env("cu130"),
     }
-    args = [sys.executable, "-c", _PUBLISH_SCRIPT, _target_json(index.target()), str(dist), POLICY_SHA256]
+    args = [
+        sys.executable,
+        "-c",
+        PUBLISH_SCRIPT,
+        target_json(index.target()),
+        str(dist / "cu130"),
+        policy.path,
+    ]
     killed = proc.run(args, env=env, check=False, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert len(_index_state(index, "cu130")) == 1
+    assert len(list((dist / "cu130" / ".publish").glob("staging-*"))) == 1  # kill -9 cleans nothing up
 
     del env[STOP_AFTER_ENV]
     resumed = proc.run(args, env=env, check=False, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert "already on the index with the same sha256; skipped" in resumed.stderr
+    assert "a staging folder left by an earlier run" in resumed.stderr
+    assert list((dist / "cu130" / ".publish").glob("staging-*")) == []
+    assert json.loads(resumed.stdout)["uploaded"] == [wheels[1].name]  # only what this run sent
     assert _index_state(index, "cu130") == _expected(wheels)
     _assert_no_secret(index, killed.stdout, killed.stderr, resumed.stdout, resumed.stderr)
 
 
 def test_wrong_password_fails_without_showing_it(
-    tmp_path: Path, local_index_server: LocalIndex, audited_wheel_factory: AuditedWheelFactory
+    tmp_path: Path, policy: Policy, local_index_server: LocalIndex
 ) -> None:
     index = local_index_server
-    wheel = audited_wheel_factory(tmp_path / "dist")
+    wheel = release_wheel(tmp_path / "dist", policy, "cu130-py312-x86_64")
     wrong = "not-the-password-" + "s3cr3t" * 3
     lines: list[str] = []
     with pytest.raises(StepFailed) as info:
-        publish(
-            [wheel],
-            index.target(),
-            variant="cu130",
-            policy_sha256=POLICY_SHA256,
-            env={"WHEELWRIGHT_CU130_USERNAME": index.username, "WHEELWRIGHT_CU130_PASSWORD": wrong},
-            log=lines.append,
-        )
+        publish([wheel], index.target(), variant="cu130", policy=policy, log=lines.append,
+                env={"WHEELWRIGHT_CU130_USERNAME": index.username, "WHEELWRIGHT_CU130_PASSWORD": wrong})  # fmt: skip
     message = str(info.value)
     assert "403" in message
     assert (
@@ -347,10 +344,9 @@ def test_wrong_password_fails_without_showing_it(
 
 
 def test_static_index_installs_with_pip_and_reads_back(
-    tmp_path: Path, audited_wheel_factory: AuditedWheelFactory, install_venv: InstallVenv
+    tmp_path: Path, policy: Policy, install_venv: InstallVenv
 ) -> None:
-    dist = tmp_path / "dist"
-    wheels = _cu130_set(dist, audited_wheel_factory)
+    wheels = _cu130_set(tmp_path / "dist", policy)
     static_root = tmp_path / "whl" / "cu130"
     built = build_static_index(static_root, wheels[:1])
     assert (static_root / PROJECT / "index.json").exists()
@@ -359,17 +355,13 @@ def test_static_index_installs_with_pip_and_reads_back(
 
     result = install_venv.install(built.url, f"{PROJECT}==1.5.0+cu130")
     assert result.returncode == 0, result.stderr
-    assert install_venv.run("import wwdemo; print(wwdemo.VERSION)").stdout.strip() == "1.5.0+cu130"
 
-    # publish() to a file:// target: the same audit, plan and read-back, no twine
+    # publish() to a file:// target: the same checks, audit, plan and read-back, no twine
     target = Target("static", False, {"cu130": IndexTarget("cu130", built.url, built.url, None)})
-    report = publish(
-        wheels, target, variant="cu130", policy_sha256=POLICY_SHA256, env={}, log=lambda line: None
-    )
-    assert report.skipped == (wheels[0].name,)
+    report = publish(wheels, target, variant="cu130", policy=policy, env={}, log=lambda line: None)
+    assert report.skipped == (wheels[0].name,) and report.uploaded == (wheels[1].name,)
     assert remote_hashes(built.url, PROJECT) == _expected(wheels)
-    files = read_project(built.url, PROJECT)
-    assert {f.filename for f in files} == {w.name for w in wheels}
+    assert {f.filename for f in read_project(built.url, PROJECT)} == {w.name for w in wheels}
 
 
 def test_check_channels_against_a_channel_with_x86_64_only(
@@ -438,10 +430,8 @@ class _Pep691Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_json_simple_api_is_preferred_and_foreign_redirects_refused(
-    tmp_path: Path, audited_wheel_factory: AuditedWheelFactory
-) -> None:
-    wheels = _cu130_set(tmp_path / "dist", audited_wheel_factory)
+def test_json_simple_api_is_preferred_and_foreign_redirects_refused(tmp_path: Path, policy: Policy) -> None:
+    wheels = _cu130_set(tmp_path / "dist", policy)
     static = build_static_index(tmp_path / "static", wheels)
     seen_accept: list[str] = []
 
@@ -467,18 +457,40 @@ def test_json_simple_api_is_preferred_and_foreign_redirects_refused(
 
 
 def test_a_release_prepares_every_variant_before_any_upload(
-    tmp_path: Path, local_index_server: LocalIndex, audited_wheel_factory: AuditedWheelFactory
+    tmp_path: Path, policy: Policy, local_index_server: LocalIndex
 ) -> None:
     index = local_index_server
     dist = tmp_path / "dist"
-    _cu130_set(dist, audited_wheel_factory)
-    build_tiny_wheel(dist, version="1.5.0+cu126")  # never audited
-    env = {**index.credentials_env("cu130"), **index.credentials_env("cu126")}
-    with pytest.raises(CheckFailed, match=r"(?s)\(cu126\).*no audit record"):
+    _cu130_set(dist, policy)
+    release_wheel(dist, policy, "cpu-py312-x86_64", audit=False)  # never audited
+    env = {**index.credentials_env("cu130"), **index.credentials_env("cpu")}
+    quiet = lambda line: None  # noqa: E731
+    with (
+        publish_session(dist, env=env, log=quiet) as session,
+        pytest.raises(CheckFailed, match=r"(?s)\(cpu\).*no audit record"),
+    ):
         prepared = [
-            prepare_publish(dist, index.target(), variant=v, policy_sha256=POLICY_SHA256, env=env)
-            for v in ("cu130", "cu126")
+            prepare_publish(
+                dist / v, index.target(), variant=v, policy=policy, session=session, env=env, log=quiet
+            )
+            for v in ("cu130", "cpu")
         ]
         for p in prepared:  # pragma: no cover (never reached)
-            execute_publish(p, log=lambda line: None)
-    assert _index_state(index, "cu130") == {} and _index_state(index, "cu126") == {}
+            execute_publish(p, log=quiet)
+    assert _index_state(index, "cu130") == {} and _index_state(index, "cpu") == {}
+
+
+def test_pypi_resolves_through_pips_own_command_line() -> None:
+    """`pypi` in rows.toml is pip's default index as `pip install --help` documents it (pip's
+    configuration ignored), so no registry host name is written in wheelwright."""
+    url = resolve_simple_url("pypi")
+    assert url.startswith("https://") and url.endswith("/simple/"), url
+    help_text = proc.run([sys.executable, "-m", "pip", "--isolated", "install", "--help"]).stdout
+    assert url.rstrip("/") in " ".join(help_text.split())
+
+
+def test_a_missing_pypiserver_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pypiserver", None)  # what `import pypiserver` meets when absent
+    with pytest.raises(ToolError, match=r"the local rehearsal index needs pypiserver.*pip install"):
+        local_index(["cu130"], tmp_path / "index").__enter__()
+    assert not (tmp_path / "index").exists()

@@ -3,17 +3,21 @@ every refusal uploads nothing, and each guard has a case that must fail it and o
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
+import http.server
 import json
-from collections.abc import Iterator
+import re
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest_index import build_tiny_wheel, write_audit_record
+from conftest_index import PROJECT, probe_report, publish_policy, release_wheel, row_of, write_smoke_record
 
-from release.core.errors import CheckFailed, InputError
-from release.core.hashing import sha256_file
-from release.policy.load import load_policy
+from release import records
+from release.cli import main
+from release.core.errors import CheckFailed, InputError, SelectionError
 from release.policy.matrix import Row, expand
 from release.policy.model import Policy
 from release.publish.index_client import remote_hashes
@@ -21,36 +25,34 @@ from release.publish.local_index import LocalIndex, local_index
 from release.publish.rows import publish_rows
 
 pytestmark = pytest.mark.integration
-TAG = "cp312-cp312-manylinux_2_28_x86_64"
 
 
-def _policy_text(index: LocalIndex) -> str:
+def _targets(cpu: tuple[str, str], cu130: tuple[str, str]) -> str:
+    """``production`` (https, as the loader requires; unreachable) and ``loopback``, a rehearsal
+    target on the given (upload, simple) URLs."""
     return f"""
-schema_version = 1
-[project]
-name = "tinyaxpy"
-path = "examples/tinyaxpy"
-import_name = "tinyaxpy"
-check = "tinyaxpy:selftest"
-[matrix]
-platforms = ["x86_64"]
-pythons = ["3.12"]
-trains = ["13.0"]
-cpu_wheel = "enable"
-manylinux = "manylinux_2_28"
-[train."13.0"]
-variant = "cu130"
-builder_image = {{ x86_64 = "pytorch/manylinux2_28-builder:cuda13.0" }}
-gpu_archs.x86_64 = ["8.0", "9.0+PTX"]
-[[train."13.0".cuda_packages]]
-name = "nvidia-cuda-runtime"
-libraries = ["libcudart.so.13"]
-installs_to = "nvidia/cu13/lib"
 [target.production]
 rehearsal = false
-index.cpu = {{ upload_url = "{index.upload_url("cpu")}", simple_url = "{index.simple_url("cpu")}" }}
-index.cu130 = {{ upload_url = "{index.upload_url("cu130")}", simple_url = "{index.simple_url("cu130")}" }}
+index.cpu = {{ upload_url = "https://wheels.example.invalid/cpu/", simple_url = "https://wheels.example.invalid/cpu/simple/" }}
+index.cu130 = {{ upload_url = "https://wheels.example.invalid/cu130/", simple_url = "https://wheels.example.invalid/cu130/simple/" }}
+[target.loopback]
+rehearsal = true
+index.cpu = {{ upload_url = "{cpu[0]}", simple_url = "{cpu[1]}" }}
+index.cu130 = {{ upload_url = "{cu130[0]}", simple_url = "{cu130[1]}" }}
 """
+
+
+def _urls(index: LocalIndex, variant: str) -> tuple[str, str]:
+    return index.upload_url(variant), index.simple_url(variant)
+
+
+def _production(policy: Policy) -> Policy:
+    """The policy with its production target standing on the loopback indexes. The loader lets a
+    non-rehearsal target use https only (tests/unit/test_policy_targets.py); publish's guards
+    for such a target are what these tests exercise, against a real local index."""
+    loopback = policy.targets["loopback"]
+    production = dataclasses.replace(loopback, name="production", rehearsal=False)
+    return dataclasses.replace(policy, targets={**policy.targets, "production": production})
 
 
 @pytest.fixture
@@ -59,22 +61,21 @@ def index(tmp_path: Path) -> Iterator[LocalIndex]:
         yield idx
 
 
-def _setup(tmp_path: Path, index: LocalIndex, *, gpu_ran: bool) -> tuple[Policy, tuple[Row, ...], Path]:
-    policy_file = tmp_path / "rows.toml"
-    policy_file.write_text(_policy_text(index), encoding="utf-8")
-    policy = load_policy(policy_file)
-    psha = hashlib.sha256(policy_file.read_bytes()).hexdigest()
+def _setup(
+    tmp_path: Path, index: LocalIndex, *, gpu_ran: bool, cu130: tuple[str, str] | None = None
+) -> tuple[Policy, tuple[Row, ...], Path]:
+    """One real wheel per row (cpu, cu130; Python 3.12) with its audit and smoke records."""
+    targets = _targets(_urls(index, "cpu"), cu130 or _urls(index, "cu130"))
+    policy = publish_policy(tmp_path / "policy", targets=targets, pythons=("3.12",))
     dist = tmp_path / "dist"
-    for variant, version in (("cpu", "0.3.0"), ("cu130", "0.3.0+cu130")):
-        wheel = build_tiny_wheel(dist / variant, name="tinyaxpy", version=version, tag=TAG)
-        write_audit_record(wheel, row=f"{variant}-py312-x86_64", variant=variant, policy_sha256=psha)
-        smoke = {"passed": True, "executed": gpu_ran or variant == "cpu", "sha256": sha256_file(wheel)}
-        wheel.with_name(wheel.name + ".smoke.json").write_text(json.dumps(smoke), encoding="utf-8")
+    for row in expand(policy):
+        wheel = release_wheel(dist, policy, row.id, version="0.3.0")
+        write_smoke_record(wheel, row, policy_sha256=policy.sha256, gpu=gpu_ran and row.is_cuda)
     return policy, expand(policy), dist
 
 
 def _on_index(index: LocalIndex) -> set[str]:
-    return {f for v in ("cpu", "cu130") for f in remote_hashes(index.simple_url(v), "tinyaxpy")}
+    return {f for v in ("cpu", "cu130") for f in remote_hashes(index.simple_url(v), PROJECT)}
 
 
 def _env(index: LocalIndex) -> dict[str, str]:
@@ -83,6 +84,7 @@ def _env(index: LocalIndex) -> dict[str, str]:
 
 def test_production_needs_a_gpu_run_per_cuda_variant(tmp_path: Path, index: LocalIndex) -> None:
     policy, rows, dist = _setup(tmp_path, index, gpu_ran=False)
+    policy = _production(policy)
     with pytest.raises(CheckFailed, match="no wheel of cu130 was smoke-tested on a GPU"):
         publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))
     assert _on_index(index) == set()
@@ -90,6 +92,7 @@ def test_production_needs_a_gpu_run_per_cuda_variant(tmp_path: Path, index: Loca
 
 def test_production_publishes_the_whole_verified_release(tmp_path: Path, index: LocalIndex) -> None:
     policy, rows, dist = _setup(tmp_path, index, gpu_ran=True)
+    policy = _production(policy)
     with pytest.raises(CheckFailed, match="not on the index yet"):
         publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index), mode="verify")
     reports = publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))
@@ -101,18 +104,36 @@ def test_production_publishes_the_whole_verified_release(tmp_path: Path, index: 
     )
 
 
-def test_unaudited_row_refused_with_nothing_uploaded(tmp_path: Path, index: LocalIndex) -> None:
+@pytest.mark.parametrize("kind", ["audit", "smoke"])
+def test_a_row_without_its_audit_or_smoke_record_is_refused(
+    tmp_path: Path, index: LocalIndex, kind: str
+) -> None:
     policy, rows, dist = _setup(tmp_path, index, gpu_ran=True)
-    for record in (dist / "cu130").glob("*.audit.json"):
+    policy = _production(policy)
+    for record in (dist / "cu130").glob(f"*.{kind}.json"):
         record.unlink()
-    with pytest.raises(CheckFailed):
+    with pytest.raises(CheckFailed, match=rf"(?s)1 of 2 row\(s\) are not ready.*no {kind} record"):
         publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))
+    assert _on_index(index) == set()
+
+
+def test_a_wheel_changed_after_its_smoke_is_refused(tmp_path: Path, index: LocalIndex) -> None:
+    policy, rows, dist = _setup(tmp_path, index, gpu_ran=True)
+    policy = _production(policy)
+    # rebuilt (other bytes, same name) and audited again, but not smoke-tested again
+    wheel = release_wheel(dist, policy, "cu130-py312-x86_64", version="0.3.0", extra={"wwdemo/x": b"x"})
+    with pytest.raises(CheckFailed, match=r"changed since it was smoke-tested") as info:
+        publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))
+    assert f"{wheel.name}: changed since it was smoke-tested: its bytes are not the ones smoke-tested" in str(
+        info.value
+    )
     assert _on_index(index) == set()
 
 
 def test_two_wheels_for_one_row_refused(tmp_path: Path, index: LocalIndex) -> None:
     policy, rows, dist = _setup(tmp_path, index, gpu_ran=True)
-    build_tiny_wheel(dist / "cu130", name="tinyaxpy", version="0.2.0+cu130", tag=TAG)
+    policy = _production(policy)
+    release_wheel(dist, policy, "cu130-py312-x86_64", version="0.2.0")
     with pytest.raises(CheckFailed, match="2 wheels for cu130-py312-x86_64"):
         publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))
     assert _on_index(index) == set()
@@ -120,10 +141,185 @@ def test_two_wheels_for_one_row_refused(tmp_path: Path, index: LocalIndex) -> No
 
 def test_production_refuses_a_selection_and_unknown_skip_variant(tmp_path: Path, index: LocalIndex) -> None:
     policy, rows, dist = _setup(tmp_path, index, gpu_ran=True)
-    with pytest.raises(CheckFailed, match="only takes the whole release"):
+    policy = _production(policy)
+    with pytest.raises(SelectionError, match="only takes the whole release"):
         publish_rows(policy, rows[:1], target_name="production", dist=dist, env=_env(index))
     with pytest.raises(InputError, match="--skip-variant cu999"):
         publish_rows(
             policy, rows, target_name="production", dist=dist, env=_env(index), skip_variants=["cu999"]
         )
     assert _on_index(index) == set()
+
+
+# --- one exit code per rule, through every layer --------------------------------------------
+
+
+def test_a_partial_selection_to_production_exits_2_through_publish_and_release(
+    tmp_path: Path, index: LocalIndex, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy, _rows, dist = _setup(tmp_path, index, gpu_ran=True)
+    common = ["--policy", policy.path, "--dist", str(dist), "cu130-py312-x86_64"]
+    for argv in (
+        ["publish", "--target", "production", *common],
+        ["release", "--target", "production", "--allow-dirty", *common],
+        ["release", "--target", "production", "--publish-only", *common],
+    ):
+        assert main(argv) == 2, argv
+        assert "it only takes the whole release (2 rows), not a selection of 1" in capsys.readouterr().err
+    # the same selection to a rehearsal target passes every guard (nothing uploaded in --check-only)
+    assert main(["publish", "--target", "loopback", "--check-only", *common]) == 0
+    assert _on_index(index) == set()
+
+
+class _ForgetfulIndex(http.server.BaseHTTPRequestHandler):
+    """An index that accepts an upload, then lists a file this release never uploaded beside it."""
+
+    files: dict[str, str]
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") != f"/simple/{PROJECT}":
+            self.send_error(404)
+            return
+        body = json.dumps(
+            {
+                "meta": {"api-version": "1.1"},
+                "name": PROJECT,
+                "files": [
+                    {"filename": n, "url": f"/files/{n}", "hashes": {"sha256": h}}
+                    for n, h in self.files.items()
+                ],
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode("latin-1")
+        name = re.search(r'filename="([^"]+)"', body)
+        sha = re.search(r'name="sha256_digest"\r\n\r\n([0-9a-f]{64})', body)
+        assert name and sha, body[:500]
+        self.files[name[1]] = sha[1]
+        self.files[f"{PROJECT}-0.3.0+cu130-cp313-cp313-manylinux_2_28_x86_64.whl"] = "0" * 64
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_read_back_check_failure_keeps_exit_code_1(
+    tmp_path: Path, index: LocalIndex, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Publish used to wrap every error of the upload step as "step failed" (4)."""
+
+    class Handler(_ForgetfulIndex):
+        files: dict[str, str] = {}  # noqa: RUF012 (one index per test)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        policy, rows, dist = _setup(tmp_path, index, gpu_ran=True, cu130=(f"{base}/", f"{base}/simple/"))
+        with pytest.raises(CheckFailed, match="does not hold exactly the audited set") as info:
+            publish_rows(_production(policy), rows, target_name="production", dist=dist, env=_env(index))
+        assert "variants already published completely: cpu" in str(info.value)
+        for name, value in _env(index).items():
+            monkeypatch.setenv(name, value)
+        Handler.files.clear()
+        argv = ["publish", "--target", "loopback", "--policy", policy.path, "--dist", str(dist)]
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert "on the index for this release's version but not in the audited set" in err
+        assert "variants already published completely: cpu" in err
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# --- the production GPU gate: evidence, not a record's word ---------------------------------
+
+
+def _edit(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    change(data)
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def _ran(data: dict[str, Any]) -> None:
+    data.update(executed=True, skipped_reason=None)
+
+
+def _ran_on_a_gpu(data: dict[str, Any]) -> None:
+    _ran(data)
+    data["evidence"]["probe"].update(
+        gpus=1, gpu_name="NVIDIA H200", driver_version="580.159.04", run_check=True
+    )
+
+
+def _ran_no_evidence(data: dict[str, Any]) -> None:
+    _ran(data)
+    data["evidence"] = None
+
+
+def _ran_version_2(data: dict[str, Any]) -> None:
+    _ran(data)
+    data["version"] = 2
+    del data["evidence"]
+
+
+EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "executed alone": (lambda d: d.update(executed=True), "'executed' contradicts 'skipped_reason'"),
+    "executed, no skipped_reason": (_ran, "'executed' contradicts the probe's report in 'evidence'"),
+    "and a GPU written into the probe's report": (_ran_on_a_gpu, "'evidence' does not match its digest"),
+    "and the evidence dropped": (_ran_no_evidence, "carries no evidence of the run"),
+    "as a version 2 record (no evidence)": (_ran_version_2, "carries no evidence of the run"),
+}
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_a_gpu_gate_satisfied_only_by_an_edited_smoke_record_is_refused(
+    tmp_path: Path, index: LocalIndex, edit: str
+) -> None:
+    policy, rows, dist = _setup(tmp_path, index, gpu_ran=False)
+    policy = _production(policy)
+    (wheel,) = (dist / "cu130").glob("*.whl")
+    change, expected = EDITS[edit]
+    _edit(records.record_path(wheel, "smoke"), change)
+    with pytest.raises(CheckFailed) as info:
+        publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))
+    assert expected in str(info.value)
+    assert _on_index(index) == set()
+
+
+def test_a_gpu_run_whose_probe_shows_a_failure_is_refused_even_with_its_verdict_edited(
+    tmp_path: Path, index: LocalIndex
+) -> None:
+    policy, rows, dist = _setup(tmp_path, index, gpu_ran=True)
+    policy = _production(policy)
+    (wheel,) = (dist / "cu130").glob("*.whl")
+    row = row_of(policy, "cu130-py312-x86_64")
+    probe = {**probe_report(row, gpu=True), "check": {"max_abs_diff": 0.5, "device": "cuda:0"}}
+    at = "2026-01-02T00:00:00Z"
+    sha = records.read(wheel, records.AuditRecord).sha256  # type: ignore[union-attr]
+    honest = records.SmokeRecord(
+        wheel=wheel.name, sha256=sha, policy_sha256=policy.sha256, row=row.id, variant="cu130", passed=True,
+        executed=True, skipped_reason=None, libcudart=f"{probe['site']}/nvidia/cu13/lib/libcudart.so.13",
+        lines=("✓ installed and imported in a fresh Python 3.12 venv",
+               f"✓ libcudart came from the environment's CUDA package: {probe['site']}/nvidia/cu13/lib/libcudart.so.13",
+               "✓ check computation ran on cuda:0: max |diff| vs CPU reference = 0"),  # the ✗ line, rewritten
+        check=probe["check"], at=at, evidence=records.smoke_evidence(probe, sha256=sha, at=at),
+    )  # fmt: skip
+    records.write(wheel, honest)
+    with pytest.raises(CheckFailed) as info:
+        publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))
+    message = str(info.value)
+    assert "the probe's report does not show a passing GPU run: ✗ the check computation returned" in message
+    assert "[rule: gpu-evidence]" in message
+    assert _on_index(index) == set()
+    # the same release with the GPU run's true record passes the gate and publishes
+    write_smoke_record(wheel, row, policy_sha256=policy.sha256, gpu=True)
+    assert len(publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))) == 2

@@ -66,9 +66,16 @@ def test_workflow_matrix_is_the_expansion(tmp_path: Path) -> None:
 
 
 def test_only_publish_job_can_write() -> None:
+    """publish (all or nothing) is the one job that can upload; attest may sign, runs no code."""
     wheels = (ROOT / ".github" / "workflows" / "wheels.yml").read_text(encoding="utf-8")
-    assert wheels.count("id-token: write") == 1
+    assert wheels.count("id-token: write") == 2
+    attest = wheels[wheels.index("  attest:") : wheels.index("  publish:")]
     publish = wheels[wheels.index("  publish:") :]
-    assert "id-token: write" in publish
-    assert "needs: [build, gpu-smoke]" in publish
+    assert "id-token: write" in attest and "id-token: write" in publish
+    assert "run:" not in attest and "actions/checkout" not in attest, (
+        "the signing job must run no repository code"
+    )
+    assert "if: github.event_name != 'pull_request'" in attest
+    assert "needs: [build, gpu-smoke, attest]" in publish
+    assert "gh attestation verify" in publish
     assert "contents: write" not in wheels

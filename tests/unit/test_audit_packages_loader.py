@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from audit_helpers import CPU, RPATH, RUNTIME, contents, cuda, elf, fatbin, lib
 from packaging.specifiers import SpecifierSet
-from test_audit_helpers import CPU, RPATH, RUNTIME, contents, cuda, elf, fatbin, lib
 
 from release.audit import loader, packages
 from release.audit.model import Finding
@@ -222,7 +222,8 @@ def test_undeclared_cuda_library() -> None:
     info = elf(needed=("libcudart.so.13", "libcublas.so.13"))
     assert failing(loader.check(contents(lib("pkg/lib/libk.so", info=info)), cuda())) == [
         "libk.so needs libcublas.so.13, which neither the wheel nor a declared CUDA package of the row "
-        "(nvidia-cuda-runtime) provides"
+        "(nvidia-cuda-runtime) provides; for CUDA 13 nvidia-cublas ships it (installs to nvidia/cu13/lib): "
+        "declare it"
     ]
 
 
@@ -239,8 +240,28 @@ def test_grafted_runtime_copy_fails() -> None:
     msgs = failing(loader.check(contents(lib("pkg/lib/libk.so", info=info), graft), cuda()))
     assert msgs == [
         "libk.so needs libcudart-1a2b3c4d.so.13, a renamed copy of libcudart.so.13 (a repair grafted it into "
-        "the wheel), instead of the one nvidia-cuda-runtime installs"
+        "the wheel), but the row is CUDA 13.0, whose nvidia-cuda-runtime installs libcudart.so.13; repair with "
+        "--exclude 'libcudart.so*'"
     ]
+
+
+def test_cuda12_runtime_on_a_cuda13_row_is_named_as_such() -> None:
+    """Not "a renamed copy of libcudart.so.13": CUDA 12's runtime, from a CUDA 12 build."""
+    info = elf(needed=("libcudart.so.12",), runpath=("$ORIGIN/../../nvidia/cu13/lib",))
+    msgs = failing(loader.check(contents(lib("pkg/lib/libk.so", info=info)), cuda()))
+    assert msgs == [
+        "libk.so needs libcudart.so.12, the CUDA runtime of CUDA 12 (libcudart.so.12, from "
+        "nvidia-cuda-runtime-cu12), but the row is CUDA 13.0, whose nvidia-cuda-runtime installs "
+        "libcudart.so.13; the library was built against CUDA 12; rebuild it with the CUDA 13.0 toolkit"
+    ]
+    assert "renamed" not in msgs[0]
+
+
+def test_unknown_runtime_soname_is_not_called_a_copy() -> None:
+    info = elf(needed=("libcudart.so.99",), runpath=("$ORIGIN/../../nvidia/cu13/lib",))
+    (msg,) = failing(loader.check(contents(lib("pkg/lib/libk.so", info=info)), cuda()))
+    assert "no CUDA release in wheelwright's table ships for the CUDA runtime" in msg
+    assert "renamed" not in msg
 
 
 def test_cpu_wheel_links_no_cuda() -> None:
@@ -256,6 +277,6 @@ def test_exclusion_patterns_cover_the_cuda_libraries() -> None:
     assert (
         "libcudart.so*" in pats
         and "libcuda.so*" in pats
-        and "libcudnn_*.so*" in pats
+        and "libcudnn*.so*" in pats
         and "libcudart.so.13" in pats
     )

@@ -16,7 +16,6 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,23 +23,43 @@ import pytest
 from cibuildwheel.options import BuildOptions, CommandLineArguments, compute_options
 
 from release.build.environment import (
+    CPU_CMAKE_ARGS,
     CUDA_ENV_VARS,
     BuildEnv,
+    PathFacts,
+    apply_hidden,
+    arch_routes,
     build_env_changes,
     build_environment,
     cibuildwheel_config,
     container_env_changes,
     env_prefix,
+    hide_cuda,
 )
-from release.build.plan import (
-    BUILD_VENV_PINS,
-    build_plan,
-    unmet_build_requires,
+from release.build.isolated import (
+    DEFAULT_REQUIRES,
+    Constraints,
+    base_constraints,
+    env_key,
+    env_spec,
+    merge_constraints,
+    parse_build_system,
+    parse_constraints,
+    read_build_system,
+    read_constraints,
+    unpinned,
+    unresolvable_message,
 )
-from release.build.repair import CUDA_LIBRARY_EXCLUDES, repair_argv, repair_excludes
+from release.build.plan import build_plan
+from release.build.python import PythonInfo
+from release.build.repair import repair_argv, repair_excludes
 from release.build.toolchain import Toolchain
+from release.core.errors import InputError
+from release.policy.archs import nvcc_gencode_flags
 from release.policy.load import load_policy
 from release.policy.matrix import CPU_IMAGE, Row, expand
+from release.resources import cuda
+from release.resources.cuda import is_cuda_library
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS: tuple[Row, ...] = expand(load_policy(ROOT / "rows.toml"))
@@ -111,7 +130,11 @@ def test_cuda_row_environment(row: Row) -> None:
     )
     arch_list, cmake = EXPECTED_ARCHS[(row.train or "", row.platform)]
     assert env["TORCH_CUDA_ARCH_LIST"] == arch_list
-    assert env["CMAKE_CUDA_ARCHITECTURES"] == cmake
+    assert env["CMAKE_CUDA_ARCHITECTURES"] == env["CUDAARCHS"] == cmake
+    assert env["CMAKE_ARGS"] == f"-DCMAKE_CUDA_ARCHITECTURES={cmake} -DCMAKE_CUDA_RUNTIME_LIBRARY=Shared"
+    assert shlex.split(env["CMAKE_ARGS"])[0] == f"-DCMAKE_CUDA_ARCHITECTURES={cmake}"  # one shell word
+    assert env["CUFLAGS"].split() == list(nvcc_gencode_flags(row.gpu_archs))
+    assert env["NVCC_APPEND_FLAGS"] == "-objtemp"
     assert env["TINYAXPY_VARIANT"] == env["WHEELWRIGHT_VARIANT"] == row.variant
     assert env["CUDA_HOME"] == str(tc.cuda_home)
     assert env["CUDACXX"] == str(tc.nvcc)
@@ -119,7 +142,13 @@ def test_cuda_row_environment(row: Row) -> None:
     assert env["TINYAXPY_KERNEL_CACHE"] == env["WHEELWRIGHT_KERNEL_CACHE"] == "/cache/kernels"
     assert env["WHEELWRIGHT_ROW"] == row.id
     # the shell's CUDA choices are gone: only the row decides what is compiled
-    for name in ("CUDA_PATH", "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "TINYAXPY_EXTRA_NVCC_FLAGS"):
+    for name in (
+        "CUDA_PATH",
+        "NVCC_PREPEND_FLAGS",
+        "TINYAXPY_EXTRA_NVCC_FLAGS",
+        "SKBUILD_CMAKE_ARGS",
+        "CUDAFLAGS",
+    ):
         assert name not in env
     assert env["HOME"] == "/root"
 
@@ -131,7 +160,10 @@ def test_cpu_row_has_no_cuda_variable(row: Row) -> None:
     )
     assert env["TINYAXPY_VARIANT"] == env["WHEELWRIGHT_VARIANT"] == "cpu"
     for name in CUDA_ENV_VARS:
-        assert name not in env, name
+        if name != "CMAKE_ARGS":
+            assert name not in env, name
+    # CMake finds no toolkit either, even at a fixed path like /usr/local/cuda
+    assert env["CMAKE_ARGS"] == CPU_CMAKE_ARGS
     assert "TINYAXPY_EXTRA_NVCC_FLAGS" not in env
     assert env["PATH"] == HOSTILE_BASE["PATH"]  # nothing of a toolkit is put first
 
@@ -147,7 +179,11 @@ def test_environment_without_base_holds_only_what_the_row_sets() -> None:
     row = BY_ID["cu130-py312-x86_64"]
     env = build_environment(row, toolchain_for(row), kernel_cache=None)
     assert set(env) == {
+        "CMAKE_ARGS",
         "CMAKE_CUDA_ARCHITECTURES",
+        "CUDAARCHS",
+        "CUFLAGS",
+        "NVCC_APPEND_FLAGS",
         "CUDACXX",
         "CUDA_HOME",
         "PATH",
@@ -204,6 +240,12 @@ CUDA_SONAMES = (
     "libnvToolsExt.so.1",
     "libnvidia-ml.so.1",
     "libnppc.so.13",
+    # the two former lists disagreed on these (issue 10): one table now answers for both
+    "libnvvm.so.4",
+    "libnvfatbin.so.13",
+    "libnvjpeg.so.13",
+    "libnvcuvid.so.1",
+    "libnvidia-encode.so.1",
 )
 NOT_CUDA = ("libc.so.6", "libstdc++.so.6", "libgomp.so.1", "libtinyaxpy_kernels.so", "libpython3.12.so.1.0")
 
@@ -217,13 +259,22 @@ def test_excludes_cover_every_cuda_library_and_nothing_else() -> None:
             assert not any(fnmatch.fnmatch(soname, p) for p in patterns), (row.id, soname)
 
 
+def test_repair_excludes_what_the_audit_calls_cuda() -> None:
+    """The repair grafts nothing the audit would call a CUDA library, and excludes nothing else."""
+    row = BY_ID["cu130-py312-x86_64"]
+    patterns = repair_excludes(row)
+    for soname in (*CUDA_SONAMES, *NOT_CUDA):
+        excluded = any(fnmatch.fnmatch(soname, p) for p in patterns)
+        assert excluded is is_cuda_library(soname), soname
+
+
 def test_repair_argv_is_one_command_for_both_backends() -> None:
     row = BY_ID["cu130-py312-x86_64"]
     argv = repair_argv(row)
     assert argv[:5] == ("auditwheel", "repair", "--only-plat", "--plat", "manylinux_2_28_x86_64")
     assert argv[-3:] == ("-w", "{dest_dir}", "{wheel}")
     excludes = [argv[i + 1] for i, a in enumerate(argv) if a == "--exclude"]
-    assert excludes == [*CUDA_LIBRARY_EXCLUDES, "libcudart.so.13"]
+    assert excludes == [*cuda.repair_excludes(), "libcudart.so.13"]
     config = cibuildwheel_config(row)
     assert shlex.split(config["CIBW_REPAIR_WHEEL_COMMAND_LINUX"]) == list(argv)
 
@@ -259,6 +310,10 @@ def test_cibuildwheel_config_for_every_cuda_row(row: Row) -> None:
         "CUDACXX": "/usr/local/cuda/bin/nvcc",
         "TORCH_CUDA_ARCH_LIST": arch_list,
         "CMAKE_CUDA_ARCHITECTURES": cmake,
+        "CUDAARCHS": cmake,
+        "CMAKE_ARGS": f"-DCMAKE_CUDA_ARCHITECTURES={cmake} -DCMAKE_CUDA_RUNTIME_LIBRARY=Shared",
+        "CUFLAGS": " ".join(nvcc_gencode_flags(row.gpu_archs)),
+        "NVCC_APPEND_FLAGS": "-objtemp",
         "TINYAXPY_VARIANT": row.variant,
         "WHEELWRIGHT_VARIANT": row.variant,
         "WHEELWRIGHT_ROW": row.id,
@@ -267,7 +322,7 @@ def test_cibuildwheel_config_for_every_cuda_row(row: Row) -> None:
     }
     repair = shlex.split(opts.repair_command)
     assert repair == list(repair_argv(row))
-    for lib in ("libcudart.so.*", "libcuda.so.*", "libnvrtc.so.*", "libcublas.so.*"):
+    for lib in ("libcudart.so*", "libcuda.so*", "libnvrtc.so*", "libcublas.so*"):
         assert lib in repair
 
 
@@ -283,7 +338,8 @@ def test_cibuildwheel_config_cpu_row_keeps_the_default_image(row: Row) -> None:
     assert f"{row.manylinux}_{row.platform}" in image  # cibuildwheel's pinned default fits the tag
     env = opts.environment.as_dictionary({"PATH": "/usr/bin"})
     assert env["TINYAXPY_VARIANT"] == "cpu"
-    assert not set(env) & set(CUDA_ENV_VARS)
+    assert not set(env) & (set(CUDA_ENV_VARS) - {"CMAKE_ARGS"})
+    assert env["CMAKE_ARGS"] == CPU_CMAKE_ARGS
 
 
 def _print_identifiers(config: dict[str, str]) -> list[str]:
@@ -330,7 +386,7 @@ def test_identifiers_match_cibuildwheels_own_listing() -> None:
 # --------------------------------------------------------------------------- plans
 
 
-def test_host_plan_builds_without_isolation_then_runs_the_shared_repair() -> None:
+def test_host_plan_builds_in_the_isolated_environment_then_runs_the_shared_repair() -> None:
     row = BY_ID["cu130-py312-x86_64"]
     tc = toolchain_for(row)
     work = Path("/w")
@@ -344,21 +400,20 @@ def test_host_plan_builds_without_isolation_then_runs_the_shared_repair() -> Non
         kernel_cache=Path("/k"),
         project_name="tinyaxpy",
         python="CPython 3.12.1",
-        venv_python=Path("/v/bin/python"),
+        build_python=Path("/e/bin/python"),
+        frontend=Path("/r/frontend.py"),
+        src_dir=Path("/c/src/tinyaxpy-cu130/src"),
         auditwheel=("/x/python", "-m", "auditwheel"),
+        contract=("version label +cu130",),
     )
     compile_cmd, repair_cmd = plan.commands
     assert compile_cmd.env == "build" and repair_cmd.env == "tools"
     assert compile_cmd.argv == (
-        "/v/bin/python",
-        "-m",
-        "build",
-        "--wheel",
-        "--no-isolation",
-        "--skip-dependency-check",
+        "/e/bin/python",
+        "/r/frontend.py",
         "--outdir",
         "/w/built",
-        "/w/src",
+        "/c/src/tinyaxpy-cu130/src",
     )
     expected = [
         "/w/repaired" if a == "{dest_dir}" else "/w/built/{wheel}" if a == "{wheel}" else a
@@ -369,7 +424,12 @@ def test_host_plan_builds_without_isolation_then_runs_the_shared_repair() -> Non
     text = plan.render()
     assert "backend: host" in text and "TORCH_CUDA_ARCH_LIST='7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX'" in text
     assert "/d/cu130" in text
-    json.dumps(plan.to_json())
+    # the dry run says how the arch list reaches each build system, and what the contract does
+    assert "  arch list reaches:" in text and "CUDAARCHS=75-real;" in text and "CUFLAGS" in text
+    assert "not SKBUILD_CMAKE_ARGS" in text
+    assert "then the row's contract" in text and "version label +cu130" in text
+    data = json.loads(json.dumps(plan.to_json()))
+    assert data["archs"] == list(arch_routes(row)) and data["contract"] == ["version label +cu130"]
 
 
 def test_container_plan_is_cibuildwheel_with_the_rows_options() -> None:
@@ -395,8 +455,8 @@ def test_container_plan_is_cibuildwheel_with_the_rows_options() -> None:
     assert json.loads(json.dumps(plan.to_json()))["backend"] == "container"
 
 
-def test_host_plan_needs_the_venv_python() -> None:
-    with pytest.raises(ValueError, match="venv"):
+def test_host_plan_needs_the_build_environment() -> None:
+    with pytest.raises(ValueError, match="build environment"):
         build_plan(
             BY_ID["cpu-py312-x86_64"],
             backend="host",
@@ -408,36 +468,186 @@ def test_host_plan_needs_the_venv_python() -> None:
         )
 
 
-# --------------------------------------------------------------------------- build venv
+# --------------------------------------------------------------------------- CPU rows see no CUDA
 
 
-def test_build_venv_pins_are_exact() -> None:
-    for pin in BUILD_VENV_PINS:
-        name_version = pin.split(";")[0]
-        assert re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.]*", name_version.strip()), pin
+def test_hide_cuda_drops_toolkit_bins_mirrors_wrappers_and_cuts_include_paths() -> None:
+    env = {
+        "PATH": "/usr/local/cuda-13.0/bin:/usr/local/bin:/usr/bin:",
+        "CPATH": "/usr/local/cuda/include:/opt/mine/include",
+        "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
+        "LIBRARY_PATH": "/opt/mine/lib",
+    }
+    facts = {
+        "/usr/local/cuda-13.0/bin": PathFacts(("nvcc", "ptxas"), True, False, False),
+        "/usr/local/bin": PathFacts(("nvcc",), False, False, False),  # a wrapper script beside other tools
+        "/usr/bin": PathFacts((), False, False, False),
+        "/usr/local/cuda/include": PathFacts((), False, True, False),
+        "/opt/mine/include": PathFacts((), False, False, False),
+        "/usr/local/cuda/lib64": PathFacts((), False, False, True),
+        "/opt/mine/lib": PathFacts((), False, False, False),
+    }
+    hidden = hide_cuda(env, facts, mirror_root="/w/path")
+    assert hidden.path == ("/w/path/1", "/usr/bin")
+    assert hidden.mirrors == {"/w/path/1": ("/usr/local/bin", ("nvcc",))}
+    assert hidden.search == {
+        "CPATH": "/opt/mine/include",
+        "LD_LIBRARY_PATH": None,
+        "LIBRARY_PATH": "/opt/mine/lib",
+    }
+    out = apply_hidden(env, hidden)
+    assert out["PATH"] == "/w/path/1:/usr/bin" and "LD_LIBRARY_PATH" not in out
+    assert any("a CUDA toolkit's bin" in d for d in hidden.dropped)
+    # nothing of CUDA: nothing changes
+    clean = hide_cuda(
+        {"PATH": "/usr/bin"}, {"/usr/bin": PathFacts((), False, False, False)}, mirror_root="/m"
+    )
+    assert clean.path == ("/usr/bin",) and not clean.mirrors and not clean.dropped
 
 
-def test_the_examples_build_requires_are_met_by_the_venv() -> None:
-    requires = tomllib.loads((PROJECT / "pyproject.toml").read_text())["build-system"]["requires"]
-    for version in ("3.10.13", "3.13.0"):
-        assert unmet_build_requires(requires, pins=BUILD_VENV_PINS, python_version=version) == ()
+def test_arch_routes_name_every_build_system() -> None:
+    routes = "\n".join(arch_routes(BY_ID["cu130-py312-x86_64"]))
+    for needle in ("TORCH_CUDA_ARCH_LIST=", "CUDAARCHS=", "CMAKE_ARGS", "SKBUILD_CMAKE_ARGS", "CUFLAGS"):
+        assert needle in routes
+    assert "CPU row names no architecture" in arch_routes(BY_ID["cpu-py312-x86_64"])[0]
+
+
+def test_container_plan_states_the_contract_too() -> None:
+    row = BY_ID["cu130-py312-x86_64"]
+    plan = build_plan(
+        row,
+        backend="container",
+        toolchain=None,
+        project_dir=PROJECT,
+        dist_dir=Path("/d"),
+        work_dir=Path("/w"),
+        kernel_cache=None,
+        contract=("version label +cu130",),
+    )
+    assert plan.archs == arch_routes(row) and plan.contract == ("version label +cu130",)
+    env = _cibw_options(dict(plan.cibuildwheel), row.cibw_identifier).environment.as_dictionary(
+        {"PATH": "/usr/bin"}
+    )
+    assert (
+        env["CUDAARCHS"] == env["CMAKE_CUDA_ARCHITECTURES"]
+        and "CMAKE_CUDA_RUNTIME_LIBRARY=Shared" in env["CMAKE_ARGS"]
+    )
+
+
+# --------------------------------------------------------------------------- isolated build environments
+
+
+def test_build_system_is_read_from_the_project() -> None:
+    system = read_build_system(PROJECT)
+    assert system.requires == ("setuptools==84.2.1", "wheel==0.48.0")
+    assert system.backend_name == "setuptools" and "[build-system]" in system.source
+    default = parse_build_system("[project]\nname = 'x'\n", "x/pyproject.toml")
+    assert default.requires == DEFAULT_REQUIRES and "PEP 517's default" in default.source
+    skb = parse_build_system(
+        '[build-system]\nrequires = ["scikit-build-core>=0.10"]\nbuild-backend = "scikit_build_core.build"\n',
+        "p",
+    )
+    assert skb.requires == ("scikit-build-core>=0.10",) and skb.backend_name == "scikit_build_core"
 
 
 @pytest.mark.parametrize(
-    ("requires", "unmet"),
+    ("text", "message"),
     [
-        (["setuptools>=64", "wheel"], ()),
-        (["setuptools<70"], ("setuptools<70",)),
-        (["scikit-build-core>=0.10"], ("scikit-build-core>=0.10",)),
-        (["Setuptools==84.2.1"], ()),
-        (['cmake>=3.26; python_version < "3.0"'], ()),
-        (["not a requirement !!"], ("not a requirement !!",)),
+        ("[build-system]\nrequires = 'setuptools'\n", r"requires must be a list of strings"),
+        ('[build-system]\nrequires = ["not a req !!"]\n', r"requires\[0\] 'not a req !!' is not a PEP 508"),
+        ("[build-system\n", "not valid TOML"),
+        ('[build-system]\nrequires = []\nbuild-backend = ""\n', "build-backend must be a non-empty string"),
     ],
 )
-def test_unmet_build_requires(requires: list[str], unmet: tuple[str, ...]) -> None:
-    assert unmet_build_requires(requires, pins=BUILD_VENV_PINS, python_version="3.12.1") == unmet
+def test_a_bad_build_system_names_the_file_and_key(text: str, message: str) -> None:
+    with pytest.raises(InputError, match=message) as info:
+        parse_build_system(text, "proj/pyproject.toml")
+    assert str(info.value).startswith("proj/pyproject.toml: ") and info.value.return_code == 2
 
 
-def test_tomli_is_pinned_only_where_needed() -> None:
-    assert unmet_build_requires(["tomli>=2"], pins=BUILD_VENV_PINS, python_version="3.10.13") == ()
-    assert unmet_build_requires(["tomli>=2"], pins=BUILD_VENV_PINS, python_version="3.12.1") == ("tomli>=2",)
+def test_wheelwrights_constraints_are_exact_pins() -> None:
+    constraints = read_constraints([base_constraints()])
+    assert constraints.lines, "no pins"
+    for c in constraints.lines:
+        name_version = c.text.split(";")[0]
+        assert re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.]*", name_version.strip()), c
+    names = {c.name for c in constraints.lines}
+    for tool in (
+        "setuptools",
+        "scikit-build-core",
+        "meson-python",
+        "pybind11",
+        "nanobind",
+        "build",
+        "cmake",
+        "ninja",
+    ):
+        assert tool in names
+    # the pins wheelwright itself runs with agree with what builds get
+    assert constraints.for_name("setuptools")[0].text == "setuptools==84.2.1"
+
+
+def test_a_later_constraints_file_replaces_the_pins_of_what_it_names() -> None:
+    base = parse_constraints(
+        'setuptools==84.2.1\ntomli==2.5.0; python_version < "3.11"\nninja==1.13.2\n', "base"
+    )
+    project = parse_constraints("# ours\nsetuptools==80.9.0  # older on purpose\ntorch==2.14.1\n", "proj.txt")
+    merged = merge_constraints([base, project])
+    assert [c.text for c in merged] == [
+        "ninja==1.13.2",
+        "setuptools==80.9.0",
+        'tomli==2.5.0; python_version < "3.11"',
+        "torch==2.14.1",
+    ]
+    assert next(c for c in merged if c.name == "setuptools").source == "proj.txt:2"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("-r other.txt\n", "only requirements go in a build constraints file"),
+        ("--index-url https://example.invalid/simple\n", "no pip options"),
+        ("foo @ https://example.invalid/foo.whl\n", "a URL is not a version pin"),
+        ("===\n", "is not a PEP 508 requirement"),
+    ],
+)
+def test_a_bad_constraints_line_names_the_file_and_line(text: str, message: str) -> None:
+    with pytest.raises(InputError, match=message) as info:
+        parse_constraints("ok==1\n" + text, "c.txt")
+    assert str(info.value).startswith("c.txt:2: ")
+
+
+def test_the_environment_is_named_by_everything_that_decides_it(tmp_path: Path) -> None:
+    py = PythonInfo(Path("/py/bin/python3.12"), "3.12.1")
+    cons = Constraints((Path("c"),), parse_constraints("setuptools==84.2.1\n", "c"))
+    key = env_key(py, ["b", "a"], cons)
+    assert key == env_key(py, ["a", "b"], cons)  # order-free
+    assert key != env_key(py, ["a"], cons)
+    assert key != env_key(PythonInfo(Path("/py/bin/python3.12"), "3.12.2"), ["a", "b"], cons)
+    other = Constraints((Path("c"),), parse_constraints("setuptools==80.9.0\n", "c"))
+    assert key != env_key(py, ["a", "b"], other)
+    spec = env_spec(py, ["a", "b", "a"], cons, tmp_path)
+    assert spec.folder == tmp_path / "build-envs" / f"cp312-3.12.1-{key[:16]}" and spec.requires == ("a", "b")
+    assert unpinned({"setuptools": "84.2.1", "pathspec": "1.0"}, cons) == ("pathspec==1.0",)
+
+
+def test_an_unresolvable_requirement_names_it_its_file_and_its_pin(tmp_path: Path) -> None:
+    py = PythonInfo(Path("/py/bin/python3.12"), "3.12.1")
+    cons = Constraints(
+        (Path("release/resources/build-constraints.txt"),),
+        parse_constraints("scikit-build-core==1.1.2\n", "base.txt:1"),
+    )
+    system = parse_build_system(
+        '[build-system]\nrequires = ["scikit-build-core>=99"]\n', "proj/pyproject.toml"
+    )
+    spec = env_spec(py, system.requires, cons, tmp_path)
+    pip = (
+        "Collecting scikit-build-core>=99\n"
+        "ERROR: Cannot install scikit-build-core>=99 because these package versions have conflicting dependencies.\n"
+        "ERROR: ResolutionImpossible: for help visit ...\n"
+    )
+    text = unresolvable_message(spec, system, pip)
+    assert "'scikit-build-core>=99' from proj/pyproject.toml [build-system]" in text
+    assert "constrained by: scikit-build-core==1.1.2 (base.txt:1:1)" in text
+    assert "constraints files: release/resources/build-constraints.txt" in text
+    assert "pip: ERROR: Cannot install scikit-build-core>=99" in text

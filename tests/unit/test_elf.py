@@ -256,3 +256,24 @@ def test_reads_a_real_elf_file() -> None:
     assert info.elf_class in (32, 64)
     assert info.section(".text") is not None
     assert any(n.startswith("libc.so") for n in info.needed)
+
+
+def test_symbol_versions_lookups_and_resolution_on_real_files() -> None:
+    """The interpreter running the tests and the libc it loads: real files, read as the loader does."""
+    from release.audit.elf_symbols import STT_FUNC, lookup, undefined_symbols
+    from release.audit.ldd import Resolver, platform_of
+
+    exe = Path(sys.executable).resolve()
+    info = read_elf(exe)
+    assert "libc.so.6" in info.needed
+    (libc_needs,) = [versions for soname, versions in info.version_needs if soname == "libc.so.6"]
+    assert libc_needs and all(v.startswith("GLIBC_") for v in libc_needs)
+    assert platform_of(info).base is not None and platform_of(info).error is None
+    assert "__libc_start_main" in {s.name for s in undefined_symbols(exe)}
+    libc = Resolver().tree(exe).libraries["libc.so.6"]
+    assert libc.realpath is not None and libc.platform is not None
+    assert libc.platform.compatible(platform_of(info))  # GNU/Linux (3) and System V (0) ABIs load alike
+    libc_info = read_elf(libc.realpath)
+    assert libc_info.soname == "libc.so.6" and "GLIBC_2.2.5" in libc_info.version_definitions
+    found = lookup(libc.realpath, ["malloc", "no_such_symbol_anywhere"])
+    assert set(found) == {"malloc"} and found["malloc"].defined and found["malloc"].type == STT_FUNC

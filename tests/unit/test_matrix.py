@@ -140,3 +140,28 @@ def test_github_matrix_is_the_expansion(policy: Policy) -> None:
     include = github_matrix(rows)["include"]
     assert [i["id"] for i in include] == [r.id for r in rows]
     assert {i["runner"] for i in include if i["platform"] == "aarch64"} == {"ubuntu-24.04-arm"}
+
+
+def test_duplicate_rows_are_refused_in_linear_time(policy: Policy) -> None:
+    import dataclasses
+    import time
+
+    once = expand(policy)
+    twice = dataclasses.replace(policy, trains=policy.trains + policy.trains[:1])
+    with pytest.raises(SelectionError, match=r"duplicate rows \['cu126-py310-aarch64', "):
+        expand(twice)
+    # 5,000 copies of one train: 40,000 rows. A quadratic check (list.count per row) takes
+    # minutes here; a linear one well under a second.
+    many = dataclasses.replace(policy, trains=policy.trains[:1] * 5000)
+    start = time.monotonic()
+    with pytest.raises(SelectionError, match="duplicate rows"):
+        expand(many)
+    assert time.monotonic() - start < 5.0
+    assert expand(policy) == once
+
+
+def test_policy_digest_is_of_the_file_loaded(policy: Policy) -> None:
+    import hashlib
+
+    assert policy.sha256 == hashlib.sha256((ROOT / "rows.toml").read_bytes()).hexdigest()
+    assert policy.source == ROOT / "rows.toml"

@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 
 from release.core.errors import CheckFailed, InputError, StepFailed
+from release.policy.load import load_policy
 from release.policy.targets import IndexTarget, Target
 from release.publish.channels import ChannelRule, check_channels, tag_arch
+from release.publish.conflicts import removal_action
+from release.publish.deadlines import Deadlines, deadlines_for
 from release.publish.index_client import (
     Redactor,
     parse_html_project,
@@ -27,7 +30,6 @@ from release.publish.plan import (
     LocalWheel,
     check_audit_record,
     check_local_set,
-    check_release_complete,
     check_sizes,
     check_target_urls,
     credential_env_names,
@@ -36,10 +38,12 @@ from release.publish.plan import (
     twine_command,
     twine_env,
     verify_published,
-    wheel_variant,
 )
 from release.publish.static_index import build_static_index, write_static_index
 from release.publish.upload import publish
+from release.records import wheel_variant
+
+ROOT = Path(__file__).resolve().parents[2]
 
 POLICY = "a" * 64
 W1 = "wwdemo-1.5.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
@@ -53,6 +57,9 @@ def _wheel(filename: str, sha: str = "1" * 64, size: int = 10) -> LocalWheel:
 def _target(rehearsal: bool = False, upload_url: str = "http://127.0.0.1:9/cu130/") -> Target:
     index = IndexTarget("cu130", upload_url, "http://127.0.0.1:9/cu130/simple/", None)
     return Target("prod" if not rehearsal else "rehearsal", rehearsal, {"cu130": index})
+
+
+FAILED = {"check": "device_code", "ok": False, "message": "no sm_90", "library": None, "details": {}}
 
 
 def _record(filename: str = W1, **overrides: object) -> dict[str, object]:
@@ -117,9 +124,9 @@ def test_verify_published_both_ways() -> None:
     assert verify_published(local, {W1: "1" * 64, W2: "2" * 64}) == []
     problems = verify_published(local, {W1: "1" * 64, "wwdemo-1.5.0+cu130-py3-none-any.whl": "3" * 64})
     assert problems == [
-        f"{W2}: not on the index after uploading",
+        f"{W2}: not on the index after uploading [rule: read-back]",
         "wwdemo-1.5.0+cu130-py3-none-any.whl: on the index for this release's version but not in the "
-        "audited set; remove it from the index or add its row to the release",
+        "audited set; remove it from the index or add its row to the release [rule: release-set]",
     ]
     assert "the index already holds" in verify_published(local, {W1: "1" * 64, W2: "f" * 64})[0]
 
@@ -136,12 +143,16 @@ def test_a_good_record_passes() -> None:
     [
         (None, "no audit record"),
         ([], "not a JSON object"),
-        (_record(version=2), "audit record version 2"),
+        (_record(version=2), "version 2; this wheelwright reads version 1"),
+        ({**_record(), "extra": 1}, "unknown keys ['extra']"),
         (_record(wheel=W2), "the record is for"),
-        (_record(passed=False, findings=[{"m": "x"}]), "its audit failed (1 finding(s))"),
-        (_record(passed="true"), "its audit failed"),
+        (_record(passed=False, findings=[FAILED]), "its audit failed (1 finding(s): no sm_90"),
+        (_record(passed="true"), "'passed' is 'true'"),
+        (_record(passed=True, findings=[FAILED]), "'passed' contradicts its findings"),
+        (_record(findings=[{"m": "x"}]), "findings[0] is not a finding"),
         (_record(policy_sha256="b" * 64), "audited against another rows.toml"),
-        (_record(row=""), "the record names no row"),
+        (_record(sha256="2" * 63), "not a sha256"),
+        (_record(row=None), "audited against a variant, not a row"),
         (_record(variant="cu126"), "audited as variant 'cu126'"),
         (_record(sha256="2" * 64), "changed since it was audited"),
     ],
@@ -156,8 +167,8 @@ def test_local_set_must_equal_the_expected_files() -> None:
     assert check_local_set([W1, W2], [W2, W1]) == []
     problems = check_local_set([W1, "x-1-py3-none-any.whl"], [W1, W2])
     assert problems == [
-        f"{W2}: expected by this release but not among the wheels given",
-        "x-1-py3-none-any.whl: given but not expected by this release (another row or version?)",
+        f"{W2}: expected by this release but not among the wheels given [rule: expected-set]",
+        "x-1-py3-none-any.whl: given but not expected by this release (another row or version?) [rule: expected-set]",
     ]
 
 
@@ -206,44 +217,15 @@ def test_publish_checks_every_wheel_before_touching_the_index(tmp_path: Path) ->
     paths = _audited_files(tmp_path, [W1, W2])
     paths[0].write_bytes(b"tampered")
     paths[1].with_name(W2 + ".audit.json").unlink()
+    policy = load_policy(ROOT / "rows.toml")
     with pytest.raises(CheckFailed) as info:
-        publish(tmp_path, _target(), variant="cu130", policy_sha256=POLICY, env={}, log=lambda line: None)
+        publish(tmp_path, _target(), variant="cu130", policy=policy, env={}, log=lambda line: None)
     message = str(info.value)
     assert f"{W1}: changed since it was audited" in message
     assert f"{W2}: no audit record" in message
+    assert message.count("[rule: record-chain]") == 2
     assert message.endswith("nothing was uploaded")
-
-
-# --- all or nothing -------------------------------------------------------------
-
-ROWS = ("cpu-py312-x86_64", "cu130-py312-x86_64", "cu130-py313-x86_64")
-
-
-def test_a_whole_release_passes_the_guard() -> None:
-    done = check_release_complete(ROWS, ROWS, ROWS, _target())
-    assert done.complete
-    assert check_release_complete(ROWS, ROWS, None, _target()).complete  # smoke not required
-
-
-def test_a_partial_release_is_refused_by_name_on_a_real_target() -> None:
-    with pytest.raises(CheckFailed) as info:
-        check_release_complete(ROWS, ROWS[:2], ROWS[:1], _target())
-    message = str(info.value)
-    assert "not audited (1): cu130-py313-x86_64" in message
-    assert "not smoke-tested (2): cu130-py312-x86_64, cu130-py313-x86_64" in message
-    assert "rehearsal target" in message
-
-
-def test_a_partial_release_may_go_to_a_rehearsal_target() -> None:
-    done = check_release_complete(ROWS, ROWS[:1], None, _target(rehearsal=True))
-    assert not done.complete and done.missing_audit == ROWS[1:]
-
-
-def test_rows_from_elsewhere_and_an_empty_release_are_refused() -> None:
-    with pytest.raises(CheckFailed, match="cu999-py312-x86_64 are not in this release"):
-        check_release_complete(ROWS, [*ROWS, "cu999-py312-x86_64"], None, _target(rehearsal=True))
-    with pytest.raises(CheckFailed, match="no row has passed its audit"):
-        check_release_complete(ROWS, [], None, _target(rehearsal=True))
+    assert list((tmp_path / ".publish").iterdir()) == []  # its staging folder went with it
 
 
 def test_target_names_its_variants() -> None:
@@ -324,14 +306,13 @@ def test_redactor_removes_every_form_of_a_secret() -> None:
     assert "https://***@host.invalid/simple/" in out
 
 
-def test_index_names_resolve_through_pip_defaults() -> None:
+def test_index_urls_pass_through_and_unknown_names_are_refused() -> None:
+    # "pypi" asks pip (a process): tests/integration/test_publish.py checks it
     assert resolve_simple_url("http://127.0.0.1:9/simple/") == "http://127.0.0.1:9/simple/"
-    assert resolve_simple_url("pypi").startswith("https://") and resolve_simple_url("pypi").endswith(
-        "/simple/"
-    )
-    assert resolve_simple_url("testpypi") != resolve_simple_url("pypi")
     with pytest.raises(InputError, match="neither a URL nor a known index name"):
         resolve_simple_url("pypy")
+    with pytest.raises(InputError, match="write the simple URL of 'testpypi' instead of its name"):
+        resolve_simple_url("testpypi")
 
 
 def test_redact_url_and_split_userinfo() -> None:
@@ -479,3 +460,35 @@ def test_static_index_refuses_a_different_file_under_an_existing_name(tmp_path: 
     build_static_index(root, [_zip_wheel(tmp_path / "a", W1, b"one")])  # same bytes: fine
     with pytest.raises(CheckFailed, match="already holds a different file under this name"):
         build_static_index(root, [_zip_wheel(tmp_path / "b", W1, b"two")])
+
+
+# --- deadlines, and what to do about a corrupt file on an index ------------------------------
+
+
+def test_deadlines_come_per_variant_then_globally_and_scale_with_the_wheel() -> None:
+    assert Deadlines().for_upload(0) == 120.0 and Deadlines().for_upload(600 * 1024 * 1024) == 720.0
+    env = {"WHEELWRIGHT_CU130_UPLOAD_DEADLINE_S": "30", "WHEELWRIGHT_UPLOAD_DEADLINE_S": "90",
+           "WHEELWRIGHT_REQUEST_DEADLINE_S": "5"}  # fmt: skip
+    cu130, cpu = deadlines_for("cu130", env), deadlines_for("cpu", env)
+    assert (cu130.upload_s, cu130.request_s, cpu.upload_s, cpu.timeout) == (30.0, 5.0, 90.0, (5.0, 5.0))
+    for bad in ("0", "-1", "soon", "inf"):
+        with pytest.raises(
+            InputError, match=rf"WHEELWRIGHT_REQUEST_DEADLINE_S='{bad}': give a positive number"
+        ):
+            deadlines_for("cpu", {"WHEELWRIGHT_REQUEST_DEADLINE_S": bad})
+
+
+def test_the_one_right_action_depends_on_what_the_index_allows(tmp_path: Path) -> None:
+    def index(upload_url: str) -> IndexTarget:
+        return IndexTarget("cu130", upload_url, "https://h/simple/", None)
+
+    local = removal_action(index("http://127.0.0.1:1/cu130/"), W1, tmp_path / "packages" / "cu130")
+    assert local.startswith(
+        f"remove it (this local index allows that): rm {tmp_path / 'packages' / 'cu130' / W1}"
+    )
+    static = removal_action(index((tmp_path / "whl").as_uri() + "/"), W1, None)
+    assert f"rm {tmp_path / 'whl' / 'files' / W1} {tmp_path / 'whl' / 'files' / W1}.metadata" in static
+    pypi = removal_action(index("pypi"), W1, None)
+    assert pypi.startswith("bump the build number") and "remove" not in pypi
+    other = removal_action(index("https://wheels.example.invalid/cu130/"), W1, None)
+    assert other.startswith("remove it through the index, then rerun the same command")

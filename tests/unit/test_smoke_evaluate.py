@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
+from release.core.errors import InputError
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
 from release.smoke.evaluate import evaluate
-from release.smoke.run import install_args
+from release.smoke.run import DEFAULT_PROBE_TIMEOUT_S, PROBE_TIMEOUT_VAR, install_args, probe_timeout
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = "/tmp/v/lib/python3.12/site-packages"
@@ -120,3 +121,14 @@ def test_unreadable_sdk_fails(rows: dict[str, Row]) -> None:
     )
     assert not out.passed
     assert "the SDK paths could not be read" in "\n".join(out.lines)
+
+
+def test_probe_timeout_from_flag_then_environment_then_default() -> None:
+    assert probe_timeout(None, {}) == DEFAULT_PROBE_TIMEOUT_S
+    assert probe_timeout(None, {PROBE_TIMEOUT_VAR: "90"}) == 90.0
+    assert probe_timeout(30.0, {PROBE_TIMEOUT_VAR: "90"}) == 30.0  # the flag wins
+    for bad in ("0", "-5", "soon", "nan", "inf"):
+        with pytest.raises(InputError, match=f"{PROBE_TIMEOUT_VAR}='{bad}': give a positive, finite number"):
+            probe_timeout(None, {PROBE_TIMEOUT_VAR: bad})
+    with pytest.raises(InputError, match="--probe-timeout 0: give a positive"):
+        probe_timeout(0.0, {})

@@ -1,0 +1,1 @@
+"""The stand-in builder image: its recipe (recipe.toml, recipe.py) and podman's containers.conf."""

@@ -1,0 +1,1 @@
+"""Knowledge as data: files shipped with wheelwright, each read once by a small typed reader."""

@@ -1,0 +1,297 @@
+"""The reader of ``cuda.toml``: CUDA's libraries, GPUs and runners as frozen values, read once.
+
+``cuda()`` loads and validates the packaged file on first use (``functools.cache``);
+``parse(text, source)`` does the same for any text, so a test can prove that a broken
+table is refused. The helpers below (:func:`library`, :func:`is_cuda_library`, ...)
+are the only way the rest of wheelwright asks "is this soname CUDA's, and whose?".
+A broken table is wheelwright's own bug: :class:`ResourceError` (a
+:class:`~release.core.errors.ToolError`, exit 3) names the file, the key and the fix.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import importlib.resources
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from release.core.errors import ToolError
+
+__all__ = [
+    "CudaFacts",
+    "CudaLibrary",
+    "Gpu",
+    "ResourceError",
+    "Shipping",
+    "cuda",
+    "is_cuda_library",
+    "is_driver_library",
+    "library",
+    "parse",
+    "repair_excludes",
+    "runners",
+    "stem",
+]
+
+Kind = Literal["driver", "runtime", "toolkit"]
+KINDS: tuple[Kind, ...] = ("driver", "runtime", "toolkit")
+SOURCE = "release/resources/cuda.toml"
+
+_HASH_SUFFIX = re.compile(r"-[0-9a-f]{8}$")  # auditwheel repair's grafted copies: libcudart-1a2b3c4d.so.13
+_MAJOR_KEY = re.compile(r"^cuda(\d{2})$")
+_CC = re.compile(r"^(\d{1,2})\.(\d)$")
+_LIBRARY_KEYS = {"kind", "title", "family", "defines"}
+_SHIPPING_KEYS = {"package", "installs_to", "soname"}
+
+
+class ResourceError(ToolError):
+    """wheelwright's own data file is malformed: a bug to report, not the user's input."""
+
+
+@dataclass(frozen=True)
+class Shipping:
+    """How one CUDA major release ships a library on PyPI."""
+
+    cuda_major: int
+    package: str  # the pip distribution ("nvidia-cublas", "nvidia-cublas-cu12")
+    installs_to: str  # site-packages-relative folder ("nvidia/cu13/lib")
+    soname: str | None  # fnmatch pattern of the SONAME; None: versioned on its own (cuDNN, NCCL)
+
+    def ships(self, soname: str) -> bool:
+        """The soname, or a file of it (``libcudart.so.13.0.96``; a repair's ``libcudart-1a2b3c4d.so.13``)."""
+        if self.soname is None:
+            return False
+        base, dot, rest = soname.rpartition("/")[2].partition(".so")
+        plain = stem(base) + dot + rest
+        return fnmatch.fnmatchcase(plain, self.soname) or fnmatch.fnmatchcase(plain, self.soname + ".*")
+
+
+@dataclass(frozen=True)
+class CudaLibrary:
+    """One CUDA or driver library, by soname stem (``libcudart`` for ``libcudart.so.13``), or a family."""
+
+    stem: str
+    kind: Kind
+    title: str  # "the CUDA runtime", "cuBLASLt"
+    family: bool  # the stem is a prefix: it covers every library whose stem starts with it
+    defines: tuple[str, ...]  # functions only this library defines: how a renamed copy is known
+    shipping: tuple[Shipping, ...]  # by CUDA major, oldest first
+
+    @property
+    def is_driver(self) -> bool:
+        return self.kind == "driver"
+
+    @property
+    def repair_pattern(self) -> str:
+        """The fnmatch pattern ``auditwheel repair --exclude`` takes for it."""
+        return f"{self.stem}*.so*" if self.family else f"{self.stem}.so*"
+
+    def shipped_for(self, cuda_major: int) -> Shipping | None:
+        return next((s for s in self.shipping if s.cuda_major == cuda_major), None)
+
+    def cuda_majors_of(self, soname: str) -> tuple[int, ...]:
+        """The CUDA major releases whose packages ship exactly this soname (one soname may serve two)."""
+        return tuple(s.cuda_major for s in self.shipping if s.ships(soname))
+
+    def cuda_major_of(self, soname: str) -> int | None:
+        """The one CUDA major release that ships this soname; None when none or several do."""
+        majors = self.cuda_majors_of(soname)
+        return majors[0] if len(majors) == 1 else None
+
+    def describe(self, soname: str) -> str:
+        """``the CUDA runtime of CUDA 12 (libcudart.so.12, from nvidia-cuda-runtime-cu12)``."""
+        majors = self.cuda_majors_of(soname)
+        if not majors:
+            return f"{self.title} ({soname})"
+        packages = " or ".join(s.package for s in self.shipping if s.cuda_major in majors)
+        which = " or ".join(str(m) for m in majors)
+        return f"{self.title} of CUDA {which} ({soname}, from {packages})"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str  # "H100 / H200 / GH200"
+    major: int
+    minor: int
+
+
+@dataclass(frozen=True)
+class CudaFacts:
+    libraries: tuple[CudaLibrary, ...]
+    capabilities: tuple[tuple[int, int], ...]  # every compute capability that exists
+    gpus: tuple[Gpu, ...]
+    runners: Mapping[str, str]  # CPU architecture -> GitHub-hosted runner
+
+    def library(self, soname: str) -> CudaLibrary | None:
+        """The library a soname or file name belongs to (exact stem first, then the longest family)."""
+        s = stem(soname)
+        exact = [lib for lib in self.libraries if not lib.family and lib.stem == s]
+        if exact:
+            return exact[0]
+        families = [lib for lib in self.libraries if lib.family and s.startswith(lib.stem)]
+        return max(families, key=lambda lib: len(lib.stem), default=None)
+
+
+def stem(soname: str) -> str:
+    """``libcudart.so.13`` -> ``libcudart``; a repair's grafted ``libcudart-1a2b3c4d.so.13`` too."""
+    base = soname.rsplit("/", 1)[-1].split(".so", 1)[0]
+    return _HASH_SUFFIX.sub("", base)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _fail(where: str, message: str) -> ResourceError:
+    return ResourceError(f"{SOURCE}: {where}: {message}; fix the table (a wheelwright bug, please report it)")
+
+
+def _str(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise _fail(where, f"must be a non-empty string, not {value!r}")
+    return value
+
+
+def _capability(text: object, where: str) -> tuple[int, int]:
+    m = _CC.match(_str(text, where))
+    if m is None:
+        raise _fail(where, f"{text!r} is not a compute capability like '9.0'")
+    return int(m[1]), int(m[2])
+
+
+def _shipping(stem_: str, major: int, raw: object, where: str) -> Shipping:
+    if not isinstance(raw, dict):
+        raise _fail(where, "must be a table { package, installs_to, soname }")
+    unknown = set(raw) - _SHIPPING_KEYS
+    if unknown:
+        raise _fail(where, f"unknown keys {sorted(unknown)}; allowed: {sorted(_SHIPPING_KEYS)}")
+    installs_to = _str(raw.get("installs_to"), f"{where}.installs_to")
+    if installs_to.startswith("/") or ".." in installs_to.split("/"):
+        raise _fail(f"{where}.installs_to", f"{installs_to!r} must be relative to site-packages")
+    soname = raw.get("soname")
+    if soname is not None and not _str(soname, f"{where}.soname").startswith(f"{stem_}.so"):
+        raise _fail(f"{where}.soname", f"{soname!r} is not a soname of {stem_}")
+    return Shipping(major, _str(raw.get("package"), f"{where}.package"), installs_to, soname)
+
+
+def _library(stem_: str, raw: object) -> CudaLibrary:
+    where = f"library.{stem_}"
+    if not isinstance(raw, dict):
+        raise _fail(where, "must be a table")
+    if not stem_.startswith("lib"):
+        raise _fail(where, "a library stem starts with 'lib'")
+    shipping: list[Shipping] = []
+    for key, value in raw.items():
+        m = _MAJOR_KEY.match(key)
+        if m is not None:
+            shipping.append(_shipping(stem_, int(m[1]), value, f"{where}.{key}"))
+        elif key not in _LIBRARY_KEYS:
+            raise _fail(f"{where}.{key}", f"unknown key; allowed: {sorted(_LIBRARY_KEYS)} and cudaNN")
+    kind = raw.get("kind")
+    if kind not in KINDS:
+        raise _fail(f"{where}.kind", f"{kind!r} is not one of {list(KINDS)}")
+    if kind == "driver" and shipping:
+        raise _fail(where, "a driver library comes with the driver, never from a package")
+    family = raw.get("family", False)
+    defines = raw.get("defines", [])
+    if not isinstance(family, bool):
+        raise _fail(f"{where}.family", "must be true or false")
+    if not isinstance(defines, list):
+        raise _fail(f"{where}.defines", "must be a list of symbol names")
+    return CudaLibrary(
+        stem_,
+        cast(Kind, kind),
+        _str(raw.get("title"), f"{where}.title"),
+        family,
+        tuple(_str(d, f"{where}.defines") for d in defines),
+        tuple(sorted(shipping, key=lambda s: s.cuda_major)),
+    )
+
+
+def parse(text: str, source: str = SOURCE) -> CudaFacts:
+    """Validate the table and freeze it. ResourceError naming the key for anything wrong."""
+    try:
+        raw: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ResourceError(f"{source}: not valid TOML: {exc}") from None
+    known = {"schema_version", "library", "gpu", "runners"}
+    if set(raw) - known:
+        raise _fail("top level", f"unknown keys {sorted(set(raw) - known)}")
+    if raw.get("schema_version") != 1:
+        raise _fail("schema_version", f"{raw.get('schema_version')!r} is not 1")
+    table = raw.get("library")
+    if not isinstance(table, dict) or not table:
+        raise _fail("library", "no library table")
+    libraries = tuple(_library(s, v) for s, v in table.items())
+    for lib in libraries:
+        shadow = [o.stem for o in libraries if o.family and o is not lib and lib.stem.startswith(o.stem)]
+        if shadow and lib.family:
+            raise _fail(f"library.{lib.stem}", f"a family inside the family {shadow[0]}")
+    gpu = raw.get("gpu")
+    if not isinstance(gpu, dict) or set(gpu) != {"capabilities", "named"}:
+        raise _fail("gpu", "must be a table with exactly capabilities and named")
+    capabilities = tuple(_capability(c, "gpu.capabilities") for c in gpu["capabilities"] or [])
+    if not capabilities:
+        raise _fail("gpu.capabilities", "no compute capability listed")
+    gpus: list[Gpu] = []
+    for index, entry in enumerate(gpu["named"] or []):
+        where = f"gpu.named[{index}]"
+        if not isinstance(entry, dict) or set(entry) != {"name", "cc"}:
+            raise _fail(where, "must be { name, cc }")
+        major, minor = _capability(entry["cc"], f"{where}.cc")
+        if (major, minor) not in capabilities:
+            raise _fail(f"{where}.cc", f"{entry['cc']!r} is not in gpu.capabilities")
+        gpus.append(Gpu(_str(entry["name"], f"{where}.name"), major, minor))
+    runners_ = raw.get("runners")
+    if not isinstance(runners_, dict) or not runners_:
+        raise _fail("runners", "must map CPU architectures to runner labels")
+    return CudaFacts(
+        libraries,
+        capabilities,
+        tuple(gpus),
+        {_str(k, "runners"): _str(v, f"runners.{k}") for k, v in runners_.items()},
+    )
+
+
+@functools.cache
+def cuda() -> CudaFacts:
+    """The packaged table, read and validated once per process."""
+    resource = importlib.resources.files("release.resources").joinpath("cuda.toml")
+    try:
+        text = resource.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ResourceError(
+            f"{SOURCE}: cannot read wheelwright's CUDA table: {exc}; reinstall wheelwright"
+        ) from None
+    return parse(text)
+
+
+# --------------------------------------------------------------------------- questions
+
+
+def library(soname: str) -> CudaLibrary | None:
+    """The CUDA or driver library a soname (or file name) names, else None."""
+    return cuda().library(soname)
+
+
+def is_cuda_library(soname: str) -> bool:
+    """A library that comes from a CUDA package or the driver, never from the wheel's build."""
+    return library(soname) is not None
+
+
+def is_driver_library(soname: str) -> bool:
+    lib = library(soname)
+    return lib is not None and lib.is_driver
+
+
+def repair_excludes() -> tuple[str, ...]:
+    """``auditwheel repair --exclude`` patterns: every CUDA and driver library, in table order."""
+    return tuple(lib.repair_pattern for lib in cuda().libraries)
+
+
+def runners() -> Mapping[str, str]:
+    """GitHub-hosted runner label per CPU architecture (``x86_64`` -> ``ubuntu-24.04``)."""
+    return cuda().runners

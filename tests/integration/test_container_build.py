@@ -1,0 +1,223 @@
+"""The container backend, run for real: cibuildwheel builds a cu130 row of tinyaxpy inside the
+stand-in builder image (scripts/make_builder_image.py) with the options CI generates.
+
+Where no container engine works here the tests are skipped, saying why (detect_engine's
+reasons); .ci/run installs podman and configures it through builder/containers.conf, so CI
+runs them. The stand-in replaces the row's builder image in a copy of rows.toml and nothing
+else: the cibuildwheel options are otherwise the ones CI generates from rows.toml, and the
+test proves it. The wheel is then audited against the row of the real rows.toml and held
+to the host build of the same row: the same device code, declared packages and RUNPATHs.
+
+Cost when the image is present: about 15 s for the container build (cibuildwheel starts the
+container, installs the build requirements from PyPI with --network=host, compiles, repairs),
+7 s for the host build.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import email.parser
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+import make_builder_image as mbi
+
+from builder.recipe import standin_policy_text
+from release.audit.elf import read_elf
+from release.audit.fatbin import all_entries, has_device_code
+from release.build.engine import detect_engine
+from release.build.environment import cibuildwheel_config
+from release.build.run import build_row, plan_row
+from release.core.errors import StepFailed
+from release.core.machine import default_cache_dir
+from release.policy.load import load_policy
+from release.policy.matrix import Row, expand
+
+pytestmark = [pytest.mark.integration, pytest.mark.network]
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = ROOT / "rows.toml"
+PROJECT = ROOT / "examples" / "tinyaxpy"
+CACHE = default_cache_dir(os.environ)
+ENV = {k: v for k, v in mbi.engine_env(os.environ).items() if k not in ("CUDA_HOME", "WHEELWRIGHT_KEEP_TMP")}
+PROBE = detect_engine(ENV)
+if PROBE.engine is None:
+    pytest.skip(
+        f"the container backend cannot run: no container engine works here ({PROBE.explain()}); "
+        "the host-build tests still run (tests/integration/test_build.py)",
+        allow_module_level=True,
+    )
+ROWS = {r.id: r for r in expand(load_policy(POLICY))}
+SASS = {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"}
+
+
+@pytest.fixture(scope="module")
+def image() -> mbi.Image:
+    return mbi.ensure_image("13.0", env=ENV)
+
+
+@pytest.fixture(scope="module")
+def python(image: mbi.Image) -> str:
+    """The row's Python: 3.12 where the image has it, else the newest it has."""
+    have = [".".join(p.version.split(".")[:2]) for p in mbi.gather_inputs("13.0", POLICY, ENV).pythons]
+    return "3.12" if "3.12" in have else have[-1]
+
+
+def standin_policy(folder: Path, image: mbi.Image, train: str = "13.0") -> Path:
+    """rows.toml with ``train``'s x86_64 builder image replaced by the stand-in, and nothing else."""
+    real = next(r for r in ROWS.values() if r.train == train and r.platform == "x86_64").builder_image
+    path = folder / "rows.toml"
+    path.write_text(standin_policy_text(POLICY.read_text(encoding="utf-8"), real, image.tag, "rows.toml"))
+    return path
+
+
+@dataclasses.dataclass
+class Facts:
+    names: list[str]
+    requires: list[str]
+    device_code: dict[str, set[str]]
+    needed: dict[str, tuple[str, ...]]
+    runpath: dict[str, tuple[str, ...]]
+    rpath: dict[str, tuple[str, ...]]
+
+
+def facts(wheel: Path, into: Path) -> Facts:
+    with zipfile.ZipFile(wheel) as zf:
+        names = sorted(zf.namelist())
+        zf.extractall(into)
+    meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    meta = email.parser.Parser().parsestr((into / meta_name).read_text(encoding="utf-8"))
+    out = Facts(names, sorted(meta.get_all("Requires-Dist") or []), {}, {}, {}, {})
+    for name in names:
+        if ".so" in Path(name).name:
+            info = read_elf(into / name)
+            out.needed[name], out.runpath[name], out.rpath[name] = info.needed, info.runpath, info.rpath
+            if has_device_code(into / name):
+                out.device_code[name] = {e.name for e in all_entries(into / name)}
+    return out
+
+
+def _row(policy: Path, row_id: str) -> Row:
+    return next(r for r in expand(load_policy(policy)) if r.id == row_id)
+
+
+def test_the_standin_run_uses_the_options_ci_generates(tmp_path: Path, image: mbi.Image, python: str) -> None:
+    row_id = f"cu130-py{python.replace('.', '')}-x86_64"
+    real, standin = ROWS[row_id], _row(standin_policy(tmp_path, image), row_id)
+    assert real.builder_image == "pytorch/manylinux2_28-builder:cuda13.0"
+    ours, ci = (
+        cibuildwheel_config(standin, project_name="tinyaxpy"),
+        cibuildwheel_config(real, project_name="tinyaxpy"),
+    )
+    assert ours["CIBW_MANYLINUX_X86_64_IMAGE"] == image.tag
+    assert ci["CIBW_MANYLINUX_X86_64_IMAGE"] == real.builder_image
+    # the image's name is the only difference (it is also named in the before-all check's message)
+    differ = {k for k in ci if ours.get(k) != ci[k]}
+    assert differ == {"CIBW_MANYLINUX_X86_64_IMAGE", "CIBW_BEFORE_ALL_LINUX"}
+    assert {k: v.replace(image.tag, real.builder_image) for k, v in ours.items()} == ci
+    plan = plan_row(
+        standin,
+        policy_path=tmp_path / "rows.toml",
+        dist_dir=tmp_path / "dist",
+        cache_dir=CACHE,
+        project_dir=PROJECT,
+        backend="container",
+        env=ENV,
+    )
+    assert plan.backend == "container" and plan.cibuildwheel["CIBW_CONTAINER_ENGINE"] == PROBE.engine
+    assert plan.cibuildwheel["CIBW_MANYLINUX_X86_64_IMAGE"] == image.tag
+
+
+def test_cibuildwheel_builds_cu130_in_the_standin_and_it_matches_the_host_build(
+    tmp_path: Path, image: mbi.Image, python: str
+) -> None:
+    row_id = f"cu130-py{python.replace('.', '')}-x86_64"
+    policy = standin_policy(tmp_path, image)
+    (built,) = build_row(
+        _row(policy, row_id),
+        policy_path=policy,
+        dist_dir=tmp_path / "dist-container",
+        cache_dir=CACHE,
+        project_dir=PROJECT,
+        backend="container",
+        env=ENV,
+    )
+    wheel = built.wheel
+    assert (
+        wheel.name
+        == f"tinyaxpy-0.3.0+cu130-{ROWS[row_id].python_tag}-{ROWS[row_id].python_tag}-manylinux_2_28_x86_64.whl"
+    )
+    record = json.loads(built.record.read_text(encoding="utf-8"))
+    assert record["backend"] == "container" and record["row"] == row_id
+    assert record["toolchain"]["image"] == image.tag and record["toolchain"]["source"] == "image"
+
+    # the audit, against the row of the real rows.toml (the stand-in changed only the image)
+    audit = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "release",
+            "audit",
+            str(wheel),
+            "--row",
+            row_id,
+            "--policy",
+            str(POLICY),
+            "--no-record",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=ENV,
+    )
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert "device code covers every claimed GPU architecture" in audit.stdout
+
+    (host,) = build_row(
+        ROWS[row_id],
+        policy_path=POLICY,
+        dist_dir=tmp_path / "dist-host",
+        cache_dir=CACHE,
+        project_dir=PROJECT,
+        backend="host",
+        env=ENV,
+        kernel_cache=tmp_path / "kernels",
+    )
+    assert host.wheel.name == wheel.name
+    c, h = facts(wheel, tmp_path / "c"), facts(host.wheel, tmp_path / "h")
+    assert c.names == h.names
+    assert c.requires == h.requires == ["nvidia-cuda-runtime==13.0.*"]
+    kernels = "tinyaxpy/lib/libtinyaxpy_kernels.so"
+    assert c.device_code == h.device_code == {kernels: SASS | {"compute_120"}}
+    assert c.runpath == h.runpath and c.rpath == h.rpath and c.needed == h.needed
+    assert c.runpath[kernels] == ("$ORIGIN/../../nvidia/cu13/lib",)
+
+
+def test_a_row_whose_image_has_another_cuda_stops_before_compiling(
+    tmp_path: Path, image: mbi.Image, python: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The cu132 row pointed at the CUDA 13.0 stand-in: the before-all check refuses it."""
+    row_id = f"cu132-py{python.replace('.', '')}-x86_64"
+    policy = standin_policy(tmp_path, image, train="13.2")
+    with pytest.raises(StepFailed, match=f"row {row_id}: the container build failed"):
+        build_row(
+            _row(policy, row_id),
+            policy_path=policy,
+            dist_dir=tmp_path / "dist",
+            cache_dir=CACHE,
+            project_dir=PROJECT,
+            backend="container",
+            env=ENV,
+        )
+    out = capfd.readouterr()
+    assert f"wheelwright: {image.tag} has no CUDA 13.2 nvcc at /usr/local/cuda/bin/nvcc" in out.out + out.err
+    assert "Building wheel..." not in out.out + out.err
+    assert not (tmp_path / "dist").exists() or not any((tmp_path / "dist").rglob("*"))

@@ -1,0 +1,173 @@
+"""The release manifest and ``verify``: a rehearsal publishes real wheels to the local index and
+writes the manifest into dist/ and beside the wheels; verify passes on that index, and fails
+when a file there is replaced, when a stray file of the release's version appears, and when
+the index's copy of the manifest is not the manifest."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest_index import (
+    PROJECT,
+    build_tiny_wheel,
+    publish_policy,
+    release_wheel,
+    row_of,
+    write_smoke_record,
+)
+
+from release.cli import main as release_main
+from release.core.hashing import sha256_file
+from release.policy.model import Policy
+from release.policy.targets import IndexTarget
+from release.publish import manifest as mf
+from release.publish.index_client import download, remote_hashes
+from release.publish.local_index import LocalIndex, attach, stop
+from release.publish.plan import Credentials, read_auth
+from release.publish.verify import main as verify_main
+
+pytestmark = pytest.mark.integration
+REHEARSAL = "\n[target.rehearsal]\nrehearsal = true\nlocal_server = true\n"
+
+
+@dataclass(frozen=True)
+class Rehearsed:
+    root: Path
+    policy: Policy
+    dist: Path
+    wheels: tuple[Path, ...]
+    index: LocalIndex
+
+    def verify(self, *extra: str) -> int:
+        return verify_main(
+            ["--target", "rehearsal", "--policy", self.policy.path, "--dist", str(self.dist), *extra]
+        )
+
+
+def _git_commit(folder: Path) -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(folder), "-c", "user.email=t@t", "-c", "user.name=t", *args],
+            check=True, capture_output=True, text=True, timeout=60,
+        ).stdout.strip()  # fmt: skip
+
+    git("init", "-q")
+    git("add", "rows.toml")
+    git("commit", "-q", "-m", "the policy")
+    return git("rev-parse", "HEAD")
+
+
+@pytest.fixture
+def rehearsed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rehearsed]:
+    """`python -m release publish --target rehearsal` in a checkout of its own, from real wheels."""
+    monkeypatch.chdir(tmp_path)
+    policy = publish_policy(tmp_path, targets=REHEARSAL, pythons=("3.12",))
+    commit = _git_commit(tmp_path)
+    dist = tmp_path / "dist"
+    wheels = []
+    for row_id in ("cpu-py312-x86_64", "cu130-py312-x86_64"):
+        wheel = release_wheel(dist, policy, row_id)
+        write_smoke_record(wheel, row_of(policy, row_id), policy_sha256=policy.sha256)
+        wheels.append(wheel)
+    root = tmp_path / ".wheelwright" / "index"
+    try:
+        assert (
+            release_main(["publish", "--target", "rehearsal", "--policy", policy.path, "--dist", str(dist)])
+            == 0
+        )
+        index = attach(root)
+        made = mf.read(dist / f"{PROJECT}-1.5.0{mf.SUFFIX}")
+        assert made.source_commit == commit
+        yield Rehearsed(tmp_path, policy, dist, tuple(wheels), index)
+    finally:
+        stop(root)
+
+
+def test_the_manifest_names_every_file_and_is_published_beside_the_wheels(rehearsed: Rehearsed) -> None:
+    path = rehearsed.dist / f"{PROJECT}-1.5.0{mf.SUFFIX}"
+    made = mf.read(path)
+    assert (
+        made.project == PROJECT and made.release == "1.5.0" and made.policy_sha256 == rehearsed.policy.sha256
+    )
+    assert {(f.filename, f.variant, f.row, f.sha256) for f in made.files} == {
+        (w.name, w.parent.name, f"{w.parent.name}-py312-x86_64", sha256_file(w)) for w in rehearsed.wheels
+    }
+    assert all(len(f.audit_digest) == 64 and f.smoke is not None for f in made.files)
+    for variant in ("cpu", "cu130"):
+        chunks: list[bytes] = []
+        url = f"{rehearsed.index.upload_url(variant)}+release/{made.name}"
+        assert download(url, sink=chunks.append)  # served by the index, beside the wheels
+        assert b"".join(chunks) == path.read_bytes()
+
+
+def test_verify_passes_on_the_rehearsal_index(
+    rehearsed: Rehearsed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert rehearsed.verify() == 0
+    out = capsys.readouterr().out
+    assert "✓ cpu (" in out and "✓ cu130 (" in out and "ok: every index of target 'rehearsal'" in out
+
+
+def test_verify_fails_when_a_file_on_the_index_is_replaced(
+    rehearsed: Rehearsed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wheel = next(w for w in rehearsed.wheels if "+cu130" in w.name)
+    other = release_wheel(
+        rehearsed.root / "other", rehearsed.policy, "cu130-py312-x86_64", extra={"x/x": b"x"}
+    )
+    (rehearsed.index.folder("cu130") / wheel.name).write_bytes(other.read_bytes())
+    assert remote_hashes(rehearsed.index.simple_url("cu130"), PROJECT)[wheel.name] == sha256_file(other)
+    assert rehearsed.verify() == 1
+    out = capsys.readouterr().out
+    assert "✗ cu130 (" in out and f"{wheel.name}: on the index with sha256 {sha256_file(other)}" in out
+    assert "the file was replaced [rule: read-back]" in out and "✓ cpu (" in out
+
+
+def test_verify_fails_on_a_stray_file_and_on_a_manifest_that_is_not_the_indexs(
+    rehearsed: Rehearsed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stray = build_tiny_wheel(
+        rehearsed.index.folder("cpu"), version="1.5.0", tag="cp313-cp313-manylinux_2_28_x86_64"
+    )
+    assert rehearsed.verify() == 1
+    assert (
+        f"{stray.name}: on the index for this release's version but not in the audited set"
+        in capsys.readouterr().out
+    )
+    stray.unlink()
+    assert rehearsed.verify() == 0
+    capsys.readouterr()
+
+    made = mf.read(rehearsed.dist / f"{PROJECT}-1.5.0{mf.SUFFIX}")
+    other = mf.Manifest(made.project, made.release, "0" * 64, made.source_commit, made.files)
+    edited = mf.write(other, rehearsed.root / "edited")  # the same files, another manifest
+    assert rehearsed.verify("--manifest", str(edited)) == 1
+    out = capsys.readouterr().out
+    assert f"{made.name}: the index's copy (" in out and "is not this manifest" in out
+
+
+def test_verify_needs_a_manifest_and_a_running_local_index(
+    rehearsed: Rehearsed, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty-dist"
+    empty.mkdir()
+    assert (
+        verify_main(["--target", "rehearsal", "--policy", rehearsed.policy.path, "--dist", str(empty)]) == 2
+    )
+    assert "no release manifest (*.release.json) in" in capsys.readouterr().err
+    stop(rehearsed.index.root_dir)
+    assert rehearsed.verify() == 4
+    assert "no local index is running there" in capsys.readouterr().err
+
+
+def test_upload_credentials_read_only_the_uploads_own_server() -> None:
+    creds = Credentials("user", "secret", "TWINE_USERNAME/TWINE_PASSWORD")
+    same = IndexTarget("cu130", "https://h.example/cu130/", "https://h.example/cu130/simple/", None)
+    cdn = IndexTarget("cu130", "https://h.example/cu130/", "https://cdn.example/cu130/simple/", None)
+    named = IndexTarget("cpu", "pypi", "pypi", None)
+    assert read_auth(same, creds) == ("user", "secret")
+    assert read_auth(cdn, creds) is None and read_auth(named, creds) is None and read_auth(same, None) is None

@@ -1,0 +1,195 @@
+"""Published wheels the real-binary tests read, pinned by file name and sha256, fetched into a cache.
+
+The tests never read a machine-specific folder. :func:`real_wheel` returns the cached
+file, fetching it first with ``pip download --no-deps --require-hashes`` through this
+machine's pip configuration (its index, find-links or proxy: wherever pip finds
+published wheels), and checks its sha256. When it cannot, the test fails, naming the
+wheel and what to do; it is never skipped.
+
+Cache: ``$WHEELWRIGHT_CACHE/test-wheels`` (default ``~/.cache/wheelwright/test-wheels``).
+A file whose sha256 is wrong is removed and fetched again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from packaging.utils import parse_wheel_filename
+
+from release.core.machine import default_cache_dir
+
+PIP_TIMEOUT_S = 1800  # a 555 MB wheel over a slow link
+
+
+@dataclass(frozen=True)
+class Pin:
+    project: str
+    version: str
+    filename: str
+    sha256: str
+
+    @property
+    def key(self) -> str:
+        """``nvidia_curand``, ``torch``: the file name's distribution part."""
+        return self.filename.split("-")[0]
+
+
+def _pin(filename: str, sha256: str) -> Pin:
+    name, version, _build, _tags = parse_wheel_filename(filename)
+    return Pin(str(name), str(version), filename, sha256)
+
+
+# The CUDA 13 library wheels torch 2.14.1 cu130 depends on, and torch itself (x86_64, CPython 3.11).
+PINS: tuple[Pin, ...] = (
+    _pin(
+        "nvidia_cublas-13.1.1.3-py3-none-manylinux_2_27_x86_64.whl",
+        "37936a16db8fe4ac1f065c2139360608a543a09275cb1a1af612e08cfa065436",
+    ),
+    _pin(
+        "nvidia_cuda_cupti-13.0.85-py3-none-manylinux_2_25_x86_64.whl",
+        "4eb01c08e859bf924d222250d2e8f8b8ff6d3db4721288cf35d14252a4d933c8",
+    ),
+    _pin(
+        "nvidia_cuda_nvrtc-13.0.88-py3-none-manylinux2010_x86_64.manylinux_2_12_x86_64.whl",
+        "ad9b6d2ead2435f11cbb6868809d2adeeee302e9bb94bcf0539c7a40d80e8575",
+    ),
+    _pin(
+        "nvidia_cudnn_cu13-9.24.0.43-py3-none-manylinux_2_27_x86_64.whl",
+        "71f181cd810e90f9b6023b01186fe82d13d65f0ec098581ee201d39fad769e4b",
+    ),
+    _pin(
+        "nvidia_cufft-12.0.0.61-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+        "6c44f692dce8fd5ffd3e3df134b6cdb9c2f72d99cf40b62c32dde45eea9ddad3",
+    ),
+    _pin(
+        "nvidia_cufile-1.15.1.6-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+        "08a3ecefae5a01c7f5117351c64f17c7c62efa5fffdbe24fc7d298da19cd0b44",
+    ),
+    _pin(
+        "nvidia_curand-10.4.0.35-py3-none-manylinux_2_27_x86_64.whl",
+        "1aee33a5da6e1db083fe2b90082def8915f30f3248d5896bcec36a579d941bfc",
+    ),
+    _pin(
+        "nvidia_cusolver-12.0.4.66-py3-none-manylinux_2_27_x86_64.whl",
+        "0a759da5dea5c0ea10fd307de75cdeb59e7ea4fcb8add0924859b944babf1112",
+    ),
+    _pin(
+        "nvidia_cusparse-12.6.3.3-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+        "2b3c89c88d01ee0e477cb7f82ef60a11a4bcd57b6b87c33f789350b59759360b",
+    ),
+    _pin(
+        "nvidia_cusparselt_cu13-0.8.1-py3-none-manylinux2014_x86_64.whl",
+        "786ce87568c303fadb5afcc7102d454cd3040d75f6f8626f5db460d1871f4dd0",
+    ),
+    _pin(
+        "nvidia_nccl_cu13-2.30.7-py3-none-manylinux_2_18_x86_64.whl",
+        "cefa7fdb9710efd0f39c5f1be1d61ff6fc9a996c451265bd7fbdcf9455ed4b50",
+    ),
+    _pin(
+        "nvidia_nvjitlink-13.4.92-py3-none-manylinux2010_x86_64.manylinux_2_12_x86_64.whl",
+        "e0391f24ed94ec879b84e3da4d4ec320c879aff681f2c7a638462f7199284323",
+    ),
+    _pin(
+        "nvidia_nvshmem_cu13-3.4.5-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+        "290f0a2ee94c9f3687a02502f3b9299a9f9fe826e6d0287ee18482e78d495b80",
+    ),
+    _pin(
+        "nvidia_nvtx-13.0.85-py3-none-manylinux1_x86_64.manylinux_2_5_x86_64.whl",
+        "4936d1d6780fbe68db454f5e72a42ff64d1fd6397df9f363ae786930fd5c1cd4",
+    ),
+    _pin(
+        "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "305a61f61f35f128579f299c5bd33d475f6a01c6307336139632e30856c4854d",
+    ),
+    _pin(
+        "torchvision-0.29.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "2cb678029a5dd45afbbfa662fce49736827d52be33242b5a8a731e0db02ccdf5",
+    ),
+)
+BY_KEY = {pin.key: pin for pin in PINS}
+
+
+class FetchError(Exception):
+    """A pinned wheel could not be fetched, or is not the pinned file."""
+
+
+def cache_dir() -> Path:
+    return default_cache_dir(os.environ) / "test-wheels"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _download_args(pin: Pin, requirements: Path, dest: Path) -> list[str]:
+    """``pip download`` of exactly the pinned file, whatever the interpreter running the tests."""
+    _name, _version, _build, tags = parse_wheel_filename(pin.filename)
+    args = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-input"]
+    for platform in sorted({t.platform for t in tags}):
+        args += ["--platform", platform]
+    cpython = sorted({t.interpreter for t in tags if t.interpreter.startswith("cp")})
+    if cpython:
+        version = cpython[0][2:]
+        args += ["--implementation", "cp", "--python-version", f"{version[0]}.{version[1:]}"]
+        args += [arg for abi in sorted({t.abi for t in tags}) for arg in ("--abi", abi)]
+    return [*args, "--require-hashes", "-r", str(requirements), "--dest", str(dest)]
+
+
+def fetch(pin: Pin, *, into: Path | None = None) -> Path:
+    """The pinned wheel in the cache, fetched first if absent or wrong. Raises FetchError."""
+    folder = cache_dir() if into is None else into
+    target = folder / pin.filename
+    if target.is_file():
+        if sha256_of(target) == pin.sha256:
+            return target
+        target.unlink()  # a damaged or different file: fetch it again
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{pin.key}-", dir=folder) as tmp:
+        requirements = Path(tmp) / "requirements.txt"
+        requirements.write_text(
+            f"{pin.project}=={pin.version} --hash=sha256:{pin.sha256}\n", encoding="utf-8"
+        )
+        dest = Path(tmp) / "out"
+        args = _download_args(pin, requirements, dest)
+        try:
+            result = subprocess.run(args, capture_output=True, text=True, check=False, timeout=PIP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise FetchError(
+                f"{pin.filename}: `pip download` did not finish within {PIP_TIMEOUT_S} s: {' '.join(args)}"
+            ) from None
+        got = dest / pin.filename
+        if result.returncode != 0 or not got.is_file():
+            tail = "\n".join((result.stderr + result.stdout).strip().splitlines()[-15:])
+            found = sorted(p.name for p in dest.glob("*")) if dest.is_dir() else []
+            raise FetchError(
+                f"{pin.filename} (sha256 {pin.sha256}) could not be fetched: `{' '.join(args)}` exited "
+                f"{result.returncode}{f' and saved {found}' if found else ''}\n{tail}\n"
+                f"configure pip (pip config list) to reach an index or find-links folder that holds it, "
+                f"or put the file into {folder}"
+            )
+        digest = sha256_of(got)
+        if digest != pin.sha256:
+            raise FetchError(
+                f"{pin.filename}: pip saved a file with sha256 {digest}; the pin is {pin.sha256}"
+            )
+        os.replace(got, target)
+    return target
+
+
+def real_wheel(key: str) -> Path:
+    """The pinned wheel ``key`` (``torch``, ``nvidia_curand``), or the test fails saying why."""
+    try:
+        return fetch(BY_KEY[key])
+    except FetchError as exc:
+        pytest.fail(str(exc), pytrace=False)
