@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-# torch 2.14.1 cu130's arch list, read back from the wheel by the audit itself
-# ("device code found, as an arch list"): see docs/audit.md.
+# torch 2.14.1 cu130's arch list: every translation unit of libtorch_cuda.so carries these (the
+# audit's read-back claim adds its variants and sm_89: see docs/audit.md).
 TORCH_ARCHS = "7.5;8.0;8.6;9.0;10.0;12.0"
 TARGET_RATIO = 1.2
 TARGET_RSS_MIB = 1024

@@ -19,10 +19,12 @@ Writes benchmarks/results/rehearsal.json (version 1, sorted keys).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -50,6 +52,12 @@ def _tree_at(rev: str, dest: Path) -> Path:
     return dest
 
 
+def _short(rev: str) -> str:
+    return subprocess.run(
+        ["git", "rev-parse", "--short", rev], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
 def _project(code: Path, dest: Path) -> Path:
     """A committed repository with ``code``'s policy and example, as a user's would be."""
     shutil.copytree(
@@ -66,17 +74,27 @@ def _project(code: Path, dest: Path) -> Path:
 
 
 def _stop_index(code: Path, repo: Path) -> None:
-    """Stop the local index the rehearsals left running (its module moved since 160022c)."""
+    """Stop the local index the rehearsals left running (its module moved since 160022c), and
+    any server of that index root still alive after that (by its process id)."""
+    root = repo / ".wheelwright" / "index"
     env = {**os.environ, "PYTHONPATH": str(code)}
     for module in ("release.publish.index_server", "release.servers"):
         if (code / Path(*module.split("."))).with_suffix(".py").is_file():
             subprocess.run(
-                [sys.executable, "-m", module, "stop", "--root", str(repo / ".wheelwright" / "index")],
+                [sys.executable, "-m", module, "stop", "--root", str(root)],
                 env=env,
                 capture_output=True,
                 check=False,
                 timeout=60,
             )
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in args and str(root).encode() in args:
+            with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
+                os.kill(int(cmdline.parent.name), signal.SIGTERM)
 
 
 def _rehearse(code: Path, repo: Path, log: Path) -> dict[str, Any]:
@@ -112,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--before", default="160022c", help="the revision to compare with")
+    parser.add_argument(
+        "--after",
+        help="time this revision instead of the working tree (e.g. HEAD while the tree is mid-edit)",
+    )
     parser.add_argument("--no-before", action="store_true", help="time this tree only")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "rehearsal.json"))
     args = parser.parse_args(argv)
@@ -119,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="ww-bench-rehearsal-"))
     sides: dict[str, tuple[Path, Path]] = {}
     try:
-        sides["after"] = (ROOT, _project(ROOT, work / "after"))
+        after_code = _tree_at(args.after, work / "after-code") if args.after else ROOT
+        after_rev = _short(args.after) if args.after else "working tree"
+        sides["after"] = (after_code, _project(after_code, work / "after"))
         if not args.no_before:
             code = _tree_at(args.before, work / "before-code")
             sides["before"] = (code, _project(code, work / "before"))
@@ -147,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": runs["after"][0]["rows_published"],
         "jobs": os.cpu_count(),
         "after": runs["after"],
+        "after_rev": after_rev,
         "after_median_s": statistics.median(after),
         "target_s": TARGET_S,
         "met": statistics.median(after) <= TARGET_S,

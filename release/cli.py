@@ -144,6 +144,8 @@ def render_plan(rows: Sequence[Row]) -> str:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     policy, rows = rows_from_args(args)
+    for note in policy.notes:
+        log.info(f"note: {note}")
     if args.json:
         print(json.dumps(plan_json(policy, rows), indent=2, sort_keys=True))
     else:
@@ -176,6 +178,14 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         raise InputError(f"--wheel needs exactly one row, but the selection has {len(rows)}")
     timeouts = Timeouts(probe=probe_timeout(args.probe_timeout, os.environ))
     psha = policy_sha256(policy)
+    house = Path(args.wheelhouse).resolve() if args.wheelhouse else None
+    if house is not None:
+        if args.index_url or args.extra_index_url:
+            raise InputError(
+                "--wheelhouse installs from that folder only: drop --index-url and --extra-index-url"
+            )
+        if not house.is_dir():
+            raise InputError(f"--wheelhouse {args.wheelhouse}: no such folder")
     failed = 0
     for row in rows:
         wheel = Path(args.wheel) if args.wheel else the_wheel(Path(args.dist), row, "smoke")
@@ -184,7 +194,8 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         if not row_matches_wheel(row, wheel.name):
             raise InputError(
                 f"{wheel.name} is not a wheel of row {row.id} (expected local label "
-                f"{row.local_version or 'none'}, tag {row.python_tag}, platform *_{row.platform})"
+                f"{row.local_version or 'none'}, tags {row.wheel_tag_form} (project.wheel_tags = "
+                f"{row.wheel_tags!r}), platform *_{row.platform})"
             )
         outcome, record = smoke_step(
             row,
@@ -195,11 +206,15 @@ def cmd_smoke(args: argparse.Namespace) -> int:
             index_url=args.index_url,
             extra_index_urls=args.extra_index_url,
             timeouts=timeouts,
+            wheelhouse=house,
         )
         print(f"{'PASS' if outcome.passed else 'FAIL'} smoke {row.id}: {wheel.name}")
         for line in outcome.lines:
             print(f"  {line}")
         print(f"  record: {record}")
+        if not outcome.passed:
+            failing = [line for line in outcome.lines if line.startswith("✗")]
+            log.annotate(f"smoke failed: {row.id}", "\n".join(failing) or "the smoke test failed")
         failed += not outcome.passed
     return 1 if failed else 0
 
@@ -296,6 +311,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index-url", help="pip --index-url for the dependencies (default: pip's default index)")
     p.add_argument(
         "--extra-index-url", action="append", default=[], help="pip --extra-index-url (repeatable)"
+    )
+    p.add_argument(
+        "--wheelhouse",
+        metavar="DIR",
+        help="install the wheel's dependencies from DIR only (pip --no-index --find-links DIR): for a "
+        "machine with no network; fill it elsewhere with pip download --only-binary=:all: --dest DIR WHEEL",
     )
     add_probe_timeout(p)
     p.set_defaults(func=cmd_smoke)

@@ -273,7 +273,8 @@ def run_release(
             log.folded(row_title(row.id, rep.status, rep.times), rep.log)
 
     run_rows(todo, jobs, work)
-    html = _release_page(todo, dist, render_release_html)
+    title = f"Audit of the {policy.project.name} release ({target_name})"
+    html = _release_page(todo, dist, lambda results: render_release_html(results, title=title))
     published, install = _publish(policy, todo, target_name=target_name, dist=dist, env=env, rehearsal=rehearsal,
                                   publish=publish, cache_dir=cache_dir, jobs=jobs)  # fmt: skip
     return ReleaseOutcome(reports, install, published, html)

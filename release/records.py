@@ -64,9 +64,9 @@ def wheel_variant(filename: str) -> str:
 
 def row_matches_wheel(row: Row, filename: str) -> bool:
     """Is this wheel the row's? The one rule, pure: its local version label is the row's
-    variant (none for cpu), and one of its tags is the row's Python on the row's CPU arch.
-
-    The manylinux version is not part of the identity: a row's wheel with a wrong platform
+    variant (none for cpu), and one of its tags is the row's Python on the row's CPU arch in the
+    form ``project.wheel_tags`` names (:meth:`Row.serves`: cp312-cp312, cp310-abi3 on a 3.11+
+    row, py3-none); another form is not the row's wheel. The manylinux version is not part of the identity: a row's wheel with a wrong platform
     tag is still that row's wheel, and the audit says what is wrong with its tag.
     """
     try:
@@ -75,7 +75,7 @@ def row_matches_wheel(row: Row, filename: str) -> bool:
         return False
     if (version.local or None) != row.local_version:
         return False
-    return any(t.interpreter == row.python_tag and t.platform.endswith(f"_{row.platform}") for t in tags)
+    return any(row.serves(t.interpreter, t.abi) and t.platform.endswith(f"_{row.platform}") for t in tags)
 
 
 def row_for_wheel(filename: str, rows: Sequence[Row], *, policy_path: str) -> Row:
@@ -86,7 +86,7 @@ def row_for_wheel(filename: str, rows: Sequence[Row], *, policy_path: str) -> Ro
         return matches[0]
     if matches:  # pragma: no cover - row ids are unique per (variant, python, platform)
         raise InputError(f"{filename}: matches several rows: {', '.join(r.id for r in matches)}; pass --row")
-    same_variant = [r.id for r in rows if r.variant == variant]
+    same_variant = [f"{r.id}: {r.wheel_tag_form}" for r in rows if r.variant == variant]
     if not same_variant:
         known = ", ".join(sorted({r.variant for r in rows}))
         raise InputError(
@@ -94,9 +94,9 @@ def row_for_wheel(filename: str, rows: Sequence[Row], *, policy_path: str) -> Ro
             f"label); variants: {known}; pass --row or --variant"
         )
     raise InputError(
-        f"{filename}: no row of {policy_path} is variant {variant} for the wheel's Python and CPU arch; "
-        f"rows of variant {variant}: {', '.join(same_variant)} (a row's wheel is tagged with its python "
-        "tag and platform tag, e.g. cp312-cp312-manylinux_2_28_x86_64); pass --row or --variant"
+        f"{filename}: no row of {policy_path} is variant {variant} for the wheel's Python and CPU arch; rows "
+        f"of variant {variant} and their Python tags (project.wheel_tags): {'; '.join(same_variant)} (and the platform tag, "
+        "e.g. manylinux_2_28_x86_64); pass --row or --variant"
     )
 
 

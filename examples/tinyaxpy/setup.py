@@ -274,6 +274,7 @@ def build_kernels(cfg: Config, out: Path, temp: Path) -> str:
     if cache is not None and (cache / f"{key}.so").is_file():
         log(f"kernel cache hit {key}")
         shutil.copyfile(cache / f"{key}.so", out)
+        out.chmod(0o755)  # a shared library, the same mode as a fresh build: wheels stay byte-identical
         return key
     if cache is not None:
         log(f"kernel cache miss {key}")
@@ -281,6 +282,7 @@ def build_kernels(cfg: Config, out: Path, temp: Path) -> str:
     for cmd in cmds:
         run(cmd)
     log(f"kernels library built in {time.monotonic() - start:.1f} s")
+    out.chmod(0o755)
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)
         for suffix, data in (
@@ -288,7 +290,7 @@ def build_kernels(cfg: Config, out: Path, temp: Path) -> str:
             (".so", out.read_bytes()),
         ):
             fd, tmp = tempfile.mkstemp(dir=cache, prefix=f".{key}.", suffix=".tmp")
-            os.fchmod(fd, 0o644)
+            os.fchmod(fd, 0o755 if suffix == ".so" else 0o644)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             Path(tmp).replace(cache / f"{key}{suffix}")  # atomic: readers see all or nothing

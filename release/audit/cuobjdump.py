@@ -21,10 +21,17 @@ cuobjdump quirks handled here (cuobjdump 13.2.86, ``nvidia-cuda-cuobjdump``):
 * a family cubin ``sm_100f`` is listed as ``sm_100`` (the ``f`` is lost); an
   arch-specific cubin keeps its ``a``; PTX is listed as ``sm_XY[a|f].ptx`` and
   keeps both suffixes. LTO-IR entries are not listed by ``--list-elf`` or
-  ``--list-ptx``.
+  ``--list-ptx``;
+* it reads the executable device code (``.nv_fatbin``) when there is any, else the
+  relocatable (``__nv_relfatbin``); ``-all`` reads both;
+* without an option it prints each entry's header (:func:`header_dump`): ``Fatbin elf
+  code:`` / ``ptx`` / ``nvvm``, ``arch = sm_100f`` (the ``f`` kept, for PTX too),
+  ``code version = [9,2]`` (a PTX entry's PTX ISA) and a line ``compressed``; a ``.cubin``
+  file prints nothing there, a ``.ptx`` file "does not contain device code".
 
 So :func:`expected_listing` renders a fatbin table the way cuobjdump prints it
-(SASS ``f`` dropped, LTO-IR left out) before :func:`cross_check` compares.
+(SASS ``f`` dropped, LTO-IR left out) and :func:`expected_headers` the way its header
+dump does, before :func:`cross_check` compares.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from release.audit.elf import read_elf
 from release.audit.fatbin import FatbinEntry, read_fatbins
 from release.core import proc
 from release.core.errors import InputError, StepFailed, ToolError
@@ -273,32 +281,120 @@ def expected_listing(entries: Iterable[FatbinEntry]) -> tuple[DeviceCode, ...]:
     return (*sass, *ptx)
 
 
+# (kind word, arch as the header dump prints it, PTX ISA or None, compressed)
+HeaderEntry = tuple[str, str, tuple[int, int] | None, bool]
+_BLOCK = re.compile(r"^Fatbin (elf|ptx|nvvm) code:$")
+_WORDS = {"sass": "elf", "ptx": "ptx", "ltoir": "nvvm"}
+
+
+def parse_header_dump(path: Path, result: proc.Result) -> tuple[HeaderEntry, ...]:
+    """Interpret ``cuobjdump <path>`` (no option): one :data:`HeaderEntry` per ``Fatbin ... code:`` block."""
+    where = f"cuobjdump {path}"
+    if result.returncode == 255 and _NO_DEVICE_CODE in result.stderr:
+        return ()
+    if result.returncode != 0:
+        raise ToolError(
+            f"{where} failed (exit {result.returncode}):\n{_tail(result.stderr or result.stdout)}"
+        )
+    out: list[HeaderEntry] = []
+    block: dict[str, object] | None = None
+
+    def flush() -> None:
+        if block is not None:
+            if "arch" not in block:
+                raise ToolError(f"{where} printed a {block['kind']} block without an arch line")
+            version = block.get("version") if block["kind"] == "ptx" else None
+            out.append((str(block["kind"]), str(block["arch"]), version, bool(block.get("compressed"))))  # type: ignore[arg-type]
+
+    for raw in result.stdout.splitlines():
+        line = raw.strip()
+        if m := _BLOCK.match(line):
+            flush()
+            block = {"kind": m[1]}
+        elif block is None or not line or set(line) == {"="}:
+            continue
+        elif line.startswith("arch = "):
+            block["arch"] = line.removeprefix("arch = ").strip()
+        elif line.startswith("code version = "):
+            nums = re.findall(r"\d+", line)
+            block["version"] = (int(nums[0]), int(nums[1])) if len(nums) == 2 else None
+        elif line == "compressed":
+            block["compressed"] = True
+    flush()
+    return tuple(out)
+
+
+def header_dump(path: str | os.PathLike[str], *, cuobjdump: str | os.PathLike[str] | None = None,
+                timeout: float = DEFAULT_TIMEOUT) -> tuple[HeaderEntry, ...]:  # fmt: skip
+    """Each entry's header as cuobjdump prints it (arch with its a/f suffix, PTX ISA, compressed)."""
+    p = Path(path).absolute()
+    tool = _resolve(cuobjdump)
+    return parse_header_dump(p, proc.run([tool, p], check=False, timeout=timeout))
+
+
+def expected_headers(entries: Iterable[FatbinEntry]) -> tuple[HeaderEntry, ...]:
+    """Fatbin entries as :func:`header_dump` prints them (``arch = sm_90a`` for PTX compute_90a too)."""
+    return tuple(
+        (_WORDS[e.kind], f"sm_{e.arch}{e.variant}", e.ptx_isa if e.kind == "ptx" else None, e.compressed)
+        for e in entries
+    )
+
+
 @dataclass(frozen=True)
 class CrossCheck:
-    """The fatbin reader's table next to cuobjdump's listing for one file."""
+    """The fatbin reader's table next to cuobjdump's listing (and header dump) for one file."""
 
     path: str
     ours: tuple[DeviceCode, ...]
     theirs: tuple[DeviceCode, ...]
+    our_headers: tuple[HeaderEntry, ...] = ()
+    their_headers: tuple[HeaderEntry, ...] = ()
 
     @property
     def same_entries(self) -> bool:
-        """Same entries with the same multiplicity."""
-        return Counter(self.ours) == Counter(self.theirs)
+        """Same entries with the same multiplicity, and the same headers (variant, PTX ISA, compression)."""
+        return Counter(self.ours) == Counter(self.theirs) and self.our_headers == self.their_headers
 
     @property
     def same_order(self) -> bool:
         return self.ours == self.theirs
 
     def differences(self) -> list[str]:
-        """One line per target whose count differs; empty when the multisets agree."""
+        """One line per target whose count differs, then per header that differs; empty when they agree."""
         ours, theirs = Counter(self.ours), Counter(self.theirs)
         out = []
         for key in sorted(set(ours) | set(theirs)):
             if ours[key] != theirs[key]:
                 kind, name = key
                 out.append(f"{kind} {name}: fatbin reader {ours[key]}, cuobjdump {theirs[key]}")
+        if self.our_headers != self.their_headers:
+            if len(self.our_headers) != len(self.their_headers):
+                out.append(
+                    f"header dump: fatbin reader {len(self.our_headers)} entries, cuobjdump {len(self.their_headers)}"
+                )
+            for i, (a, b) in enumerate(zip(self.our_headers, self.their_headers, strict=False)):
+                if a != b:
+                    out.append(
+                        f"header {i + 1}: fatbin reader {_header_text(a)}, cuobjdump {_header_text(b)}"
+                    )
+                    if len(out) > 20:
+                        break
         return out
+
+
+def _header_text(h: HeaderEntry) -> str:
+    kind, arch, isa, compressed = h
+    isa_text = f" PTX ISA {isa[0]}.{isa[1]}" if isa else ""
+    return f"{kind} {arch}{isa_text}{' compressed' if compressed else ''}"
+
+
+def default_entries(path: str | os.PathLike[str]) -> tuple[FatbinEntry, ...]:
+    """The entries cuobjdump reads by default: the executable fatbin's, else the relocatable one's."""
+    info = read_elf(path)
+    entries = [e for fb in read_fatbins(path, info) for e in fb.entries]
+    if not entries:
+        entries = [e for fb in read_fatbins(path, info, relocatable=True) for e in fb.entries]
+    return tuple(entries)
 
 
 def cross_check(
@@ -306,12 +402,18 @@ def cross_check(
     *,
     cuobjdump: str | os.PathLike[str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    entries: Iterable[FatbinEntry] | None = None,
+    headers: bool = True,
 ) -> CrossCheck:
-    """Read the file with both the fatbin reader and cuobjdump.
+    """Read the file with both the fatbin reader and cuobjdump (its listings and its header dump).
 
     The fatbin side is rendered with :func:`expected_listing` (``sm_100f`` shown as
-    ``sm_100``, LTO-IR left out) so the two compare like for like.
+    ``sm_100``, LTO-IR left out) and :func:`expected_headers` so the two compare like for like.
+    ``entries``: the reader's entries when the caller has them (a ``.cubin`` or ``.fatbin`` file).
     """
-    entries = [e for fb in read_fatbins(path) for e in fb.entries]
+    mine = tuple(entries) if entries is not None else default_entries(path)
     theirs = list_device_code(path, cuobjdump=cuobjdump, timeout=timeout)
-    return CrossCheck(str(path), expected_listing(entries), theirs)
+    if not headers:
+        return CrossCheck(str(path), expected_listing(mine), theirs)
+    dumped = header_dump(path, cuobjdump=cuobjdump, timeout=timeout)
+    return CrossCheck(str(path), expected_listing(mine), theirs, expected_headers(mine), dumped)

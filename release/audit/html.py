@@ -13,7 +13,7 @@ import html
 from collections.abc import Sequence
 
 from release.audit.model import CHECKS, OPTIONAL_CHECKS, AuditResult
-from release.audit.report import TITLES, gpu_table_rows
+from release.audit.report import TITLES, claim_text, gpu_table_rows
 
 HTML_SUFFIX = ".audit.html"
 
@@ -26,6 +26,7 @@ table.grid th, table.grid td { border: 1px solid #c8ccd1; padding: .25rem .5rem;
 table.grid th { background: #f3f4f6; }
 td.native { background: #2da44e; color: #fff; }
 td.ptx-jit { background: #d4a72c; color: #1b1f24; }
+td.partial { background: #e16f24; color: #fff; }
 td.none { background: #cf222e; color: #fff; }
 td.gpu { text-align: left; }
 .pass { color: #1a7f37; } .fail { color: #cf222e; font-weight: 600; }
@@ -33,7 +34,7 @@ ul.findings { list-style: none; padding-left: .5rem; }
 ul.findings li { margin: .15rem 0; white-space: pre-wrap; }
 .legend span { display: inline-block; padding: .1rem .5rem; margin-right: .4rem; }
 """
-SUPPORT_CLASSES = ("native", "ptx-jit", "none")
+SUPPORT_CLASSES = ("native", "ptx-jit", "partial", "none")
 
 
 def _e(text: object) -> str:
@@ -41,7 +42,8 @@ def _e(text: object) -> str:
 
 
 def _support_cell(value: str) -> str:
-    css = value if value in SUPPORT_CLASSES else "other"
+    word = value.split(" ", 1)[0]
+    css = word if word in SUPPORT_CLASSES else "other"
     return f'<td class="support {css}">{_e(value)}</td>'
 
 
@@ -83,14 +85,14 @@ def _findings(result: AuditResult) -> str:
 def _wheel_section(result: AuditResult) -> str:
     exp = result.expectation
     what = f"row {exp.row_id}" if exp.row_id else f"variant {exp.variant}"
-    archs = ";".join(str(a) for a in exp.gpu_archs) or "-"
+    archs = claim_text(result) or "-"
     verdict = (
         '<p class="verdict pass">PASSED</p>'
         if result.passed
         else f'<p class="verdict fail">FAILED: {len(result.failures)} failing finding(s) '
         f"({_e(', '.join(result.failed_checks()))})</p>"
     )
-    found = f"<p>Device code found, as an arch list: <code>{_e(result.arch_list_found)}</code></p>"
+    found = f"<p>Device code found, as a claim: <code>{_e(result.arch_list_found)}</code></p>"
     return "\n".join(
         [
             f'<section class="wheel" id="{_e(result.wheel)}">',
@@ -102,12 +104,38 @@ def _wheel_section(result: AuditResult) -> str:
             "<h3>GPU support</h3>",
             '<p class="legend"><span class="native" style="background:#2da44e;color:#fff">native</span>'
             '<span style="background:#d4a72c">ptx-jit</span>'
+            '<span style="background:#e16f24;color:#fff">partial</span>'
             '<span style="background:#cf222e;color:#fff">none</span></p>',
             _grid(result),
             _findings(result),
+            _inventory(result),
             "</section>",
         ]
     )
+
+
+def _inventory(result: AuditResult) -> str:
+    """Per library: its claim read back, its entries grouped by target, its translation units."""
+    if not result.inventory:
+        return ""
+    out = ["<h3>Device code inventory</h3>", '<table class="grid"><thead><tr>',
+           "<th>library</th><th>claim read back</th><th>entries</th><th>units (with kernels)</th>"
+           "<th>loads</th></tr></thead><tbody>"]  # fmt: skip
+    for item in result.inventory:
+        entries = ", ".join(
+            f"{e['target']}×{e['count']}"
+            + (f" PTX {e['ptx_isa']}" if e.get("ptx_isa") else "")
+            + (" reloc" if e.get("relocatable") else "")
+            for e in item.get("entries", [])
+        )
+        units = item.get("units", {})
+        out.append(
+            f'<tr><td class="gpu">{_e(item["library"])}</td><td><code>{_e(item.get("claim") or "-")}</code></td>'
+            f'<td class="gpu">{_e(entries)}</td><td>{_e(units.get("total"))} ({_e(units.get("with_kernels"))})</td>'
+            f"<td>{'yes' if item.get('loads') else 'no'}</td></tr>"
+        )
+    out.append("</tbody></table>")
+    return "\n".join(out)
 
 
 def _page(title: str, body: str) -> str:

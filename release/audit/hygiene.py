@@ -25,6 +25,8 @@ import posixpath
 import re
 from collections import defaultdict
 
+from packaging.utils import canonicalize_name
+
 from release.audit.cuda_identity import Identity, identify, identify_name
 from release.audit.limits import first_few
 from release.audit.model import AbiReport, Contents, Expectation, Finding, Member, fail, ok
@@ -171,8 +173,9 @@ def owner_findings(contents: Contents) -> list[Finding]:
     return out
 
 
-def _graft_finding(path: str, ident: Identity) -> Finding | None:
-    """A failing finding when the file is the driver or the runtime, or a toolkit library a repair grafted."""
+def _graft_finding(path: str, ident: Identity, wheel_name: str) -> Finding | None:
+    """A failing finding when the file is the driver or the runtime, or a CUDA library a CUDA package
+    provides (known by its content, not its name) in a wheel that is not that package."""
     lib = ident.library
     what = ident.describe()
     renamed = (
@@ -194,16 +197,23 @@ def _graft_finding(path: str, ident: Identity) -> Finding | None:
             f"'{lib.repair_pattern}'",
             **details,
         )
+    packages = sorted({s.package for s in lib.shipping})
     name = path.rsplit("/", 1)[-1]
     hashed = stem(name) != name.split(".so", 1)[0] or stem(ident.soname) != ident.soname.split(".so", 1)[0]
-    if _GRAFTED_DIR.search(path) is not None and hashed:
-        return fail(
-            CHECK,
-            f"{path} is {what}, known by {ident.evidence}: a CUDA library grafted into the wheel by a repair "
-            f"step; it must come from its CUDA package (repair with --exclude '{lib.repair_pattern}')",
-            **details,
-        )
-    return None
+    grafted = _GRAFTED_DIR.search(path) is not None and hashed
+    if not packages or (ident.evidence == "its file name" and not grafted):
+        return None  # no pip package ships it, or only its name says so (a library of the wheel's own)
+    if canonicalize_name(wheel_name) in {canonicalize_name(p) for p in packages}:
+        return None  # the package's own wheel
+    how = "grafted into the wheel by a repair step" if grafted else "bundled in the wheel"
+    return fail(
+        CHECK,
+        f"{path} is {what}, known by {ident.evidence}: a CUDA library {how}, which "
+        f"{' or '.join(packages)} provides; two copies of it can end up in one process: declare the package "
+        f"and ship no copy (repair with --exclude '{lib.repair_pattern}')",
+        packages=packages,
+        **details,
+    )
 
 
 def grafted_findings(contents: Contents) -> list[Finding]:
@@ -215,14 +225,15 @@ def grafted_findings(contents: Contents) -> list[Finding]:
             continue
         lib = inspected.get(member.name)
         ident = identify(lib) if lib is not None else identify_name(member.name)
-        finding = _graft_finding(member.name, ident) if ident is not None else None
+        finding = _graft_finding(member.name, ident, contents.wheel.name) if ident is not None else None
         if finding is not None:
             out.append(finding)
     if not out:
         out.append(
             ok(
                 CHECK,
-                "no CUDA driver or runtime grafted into the wheel (by SONAME, symbol versions and exports)",
+                "no CUDA driver or runtime grafted into the wheel, and no CUDA package's library copied into it "
+                "(by SONAME, symbol versions and exports)",
             )
         )
     return out
@@ -339,6 +350,30 @@ def platform_findings(contents: Contents, expectation: Expectation) -> list[Find
     return out
 
 
+def build_path_findings(contents: Contents) -> list[Finding]:
+    """Text members that name a path of the build machine (:mod:`release.audit.buildpaths`)."""
+    hits = [m for m in contents.wheel.members if m.build_paths]
+    out = [
+        fail(
+            CHECK,
+            f"{m.name} names a path of the build machine: {m.build_paths[0]!r}"
+            + (f" (and {len(m.build_paths) - 1} more line(s))" if len(m.build_paths) > 1 else "")
+            + "; it exists on no user's machine: compute the path at run time or leave it out",
+            member=m.name,
+            lines=list(m.build_paths),
+        )
+        for m in hits[:RECORD_FINDINGS_SHOWN]
+    ]
+    if len(hits) > RECORD_FINDINGS_SHOWN:
+        rest = [m.name for m in hits[RECORD_FINDINGS_SHOWN:]]
+        out.append(
+            fail(CHECK, f"{len(rest):,} more text files name build paths, e.g. {first_few(rest, shown=3)}")
+        )
+    if not out:
+        out.append(ok(CHECK, "no text file names a build or toolkit path of the build machine"))
+    return out
+
+
 def size_findings(contents: Contents, expectation: Expectation) -> list[Finding]:
     limit = expectation.max_wheel_mib
     if limit is None:
@@ -355,6 +390,7 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
         + record_findings(contents)
         + owner_findings(contents)
         + grafted_findings(contents)
+        + build_path_findings(contents)
         + platform_findings(contents, expectation)
         + size_findings(contents, expectation)
     )

@@ -1,8 +1,9 @@
 """Check ``libraries``: a CUDA wheel ships its CUDA libraries, and they could be read.
 
 Fails closed: for a CUDA expectation, no ELF library at all, no library that could
-be inspected, or no library with device code (a ``.nv_fatbin`` section) is a
-failure, never a silent pass. For every wheel, a file named like a shared library
+be inspected, or no device code anywhere (a ``.nv_fatbin`` or ``__nv_relfatbin`` section,
+a ``.cubin``/``.fatbin``/``.ptx`` file, an image embedded as data) is a failure, never a
+silent pass. For every wheel, a file named like a shared library
 that is not a readable ELF file (a truncated file, a linker script, text) fails:
 a loader cannot use it, and the audit cannot see inside it.
 """
@@ -18,7 +19,7 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
     libs = contents.libraries
     findings: list[Finding] = []
     for lib in libs:
-        if lib.elf is None:
+        if lib.elf is None and lib.device_file is None:
             findings.append(
                 fail(
                     CHECK,
@@ -27,7 +28,7 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
                     lib.path,
                 )
             )
-    inspected = [lib for lib in libs if lib.elf is not None]
+    inspected = [lib for lib in libs if lib.elf is not None or lib.device_file is not None]
     if not expectation.is_cuda:
         findings.append(
             ok(
@@ -59,13 +60,14 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
             fail(CHECK, f"none of the {len(libs)} library files could be inspected; nothing was checked")
         )
         return findings
-    device = [lib for lib in inspected if lib.has_device_code]
+    device = [lib for lib in inspected if lib.has_device_code or lib.embedded]
     if not device:
         findings.append(
             fail(
                 CHECK,
-                f"none of the {len(inspected)} inspected ELF files carries device code (a .nv_fatbin "
-                f"section): a {variant} wheel without device code runs on no GPU",
+                f"none of the {len(inspected)} inspected ELF files carries device code (a .nv_fatbin or "
+                f"__nv_relfatbin section, a .cubin/.fatbin/.ptx file, an image embedded as data): a {variant} "
+                "wheel without device code runs on no GPU",
                 details={"elf_files": [lib.path for lib in inspected]},
             )
         )

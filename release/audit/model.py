@@ -17,9 +17,11 @@ from release.policy.archs import Arch, Support
 
 if TYPE_CHECKING:  # types only: keeps this module's imports light
     from release.audit.elf import ElfInfo
+    from release.audit.embedded import EmbeddedImage
     from release.audit.fatbin import Fatbinary
     from release.policy.matrix import Row
     from release.policy.model import CudaPackage, Policy
+    from release.resources.cuda import CudaRelease
 
 # Every check, in report order. `cross_check` runs only when asked for (--cross-check).
 CHECKS: tuple[str, ...] = (
@@ -81,15 +83,45 @@ class Expectation:
     row_id: str | None = None
     max_wheel_mib: int | None = None  # the target index's per-file limit; None: no limit
     policy_sha256: str | None = None  # sha256 of the policy file the expectation came from
+    # --- claims beyond one arch list (release.audit.claim builds them)
+    library_archs: tuple[tuple[str, tuple[Arch, ...]], ...] = ()  # per library: (name or glob, list)
+    runs_on: tuple[tuple[int, int], ...] = ()  # "must run on these GPUs" (native or JIT)
+    driver: CudaRelease | None = None  # predict for this driver (--driver, or the train's oldest)
+    driver_source: str | None = None  # where the driver came from, for messages ("--driver 13.0")
+    embedded_device_code: str = "reject"  # "reject" | "allow": device code embedded as data
+    checks: tuple[str, ...] | None = None  # only these checks (--checks); None: every check
+    standalone: bool = False  # no policy: train and package rules come from the wheel itself
+    train_source: str | None = None  # how a standalone audit told the train ("its local version label")
+    overrides: tuple[str, ...] = ()  # command-line options that loosened the row ("--allow ..."): no record
 
     @property
     def is_cuda(self) -> bool:
-        return self.train is not None
+        return self.variant != "cpu"
+
+    def archs_for(self, path: str) -> tuple[Arch, ...]:
+        """The arch list a library is held to: its own (by wheel path or its end, file name, or a glob of
+        either), else the list."""
+        import fnmatch
+
+        name = path.rsplit("/", 1)[-1]
+        for pattern, archs in self.library_archs:
+            if pattern in (path, name) or path.endswith("/" + pattern.lstrip("/")):
+                return archs
+            if fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(name, pattern):
+                return archs
+        return self.gpu_archs
+
+    @property
+    def has_arch_claim(self) -> bool:
+        return bool(self.gpu_archs or self.library_archs)
+
+    def runs(self, check: str) -> bool:
+        return self.checks is None or check in self.checks
 
     @property
     def arch_labels(self) -> list[str]:
         """The claimed SASS architectures as the messages write them: ['80', '90a']."""
-        return [f"{a.cc}{a.variant}" for a in sorted_archs(self.gpu_archs)]
+        return arch_labels(self.gpu_archs)
 
     @classmethod
     def from_row(cls, row: Row, *, max_wheel_mib: int | None = None) -> Expectation:
@@ -138,6 +170,11 @@ def sorted_archs(archs: tuple[Arch, ...]) -> list[Arch]:
     return sorted(archs, key=lambda a: (a.cc, a.variant))
 
 
+def arch_labels(archs: tuple[Arch, ...]) -> list[str]:
+    """The SASS architectures of a list as the messages write them: ['80', '90a']."""
+    return [f"{a.cc}{a.variant}" for a in sorted_archs(archs) if a.ships_sass]
+
+
 def arch_label(cc: int, variant: str) -> str:
     return f"{cc}{variant}"
 
@@ -171,6 +208,7 @@ class Member:
     problem: str | None = None  # why it was refused, or why reading it failed
     data: bytes | None = field(default=None, repr=False, compare=False)  # kept in memory (headers)
     digests: Mapping[str, bytes] = field(default_factory=dict, hash=False)  # RECORD's other algorithms
+    build_paths: tuple[str, ...] = ()  # lines of a text member naming a build machine's path
 
     @property
     def extracted(self) -> bool:
@@ -235,14 +273,47 @@ class Library:
     fatbin_error: str | None  # FatbinError/ElfError message while reading .nv_fatbin
     # the functions of release/resources/cuda.toml's ``defines`` it exports (cuDriverGetVersion: the driver)
     defines: frozenset[str] = frozenset()
+    relocatable: tuple[Fatbinary, ...] = ()  # __nv_relfatbin: device-link input, not what runs
+    unit_kernels: tuple[bool | None, ...] = ()  # per fatbin: holds kernels? None: could not tell
+    kernels_unknown: str | None = None  # why some unit could not be looked into
+    toolkits: tuple[tuple[int, int], ...] = ()  # ptxas releases its cubins name
+    link_needs: tuple[str, ...] = ()  # __cudaRegisterLinkedBinary_* it needs and does not define
+    embedded: tuple[EmbeddedImage, ...] = ()  # device code images embedded as data
+    device_file: str | None = None  # "cubin" | "fatbin" | "ptx": a device code file, not a library
 
     @property
     def name(self) -> str:
         return self.path.rsplit("/", 1)[-1]
 
     @property
+    def kernel_units(self) -> tuple[Fatbinary, ...]:
+        """The fatbinaries that hold kernels (or might: could not be looked into); SASS/PTX only."""
+        out = []
+        for i, fb in enumerate(self.fatbins):
+            if not any(e.kind in ("sass", "ptx") for e in fb.entries):
+                continue
+            if i < len(self.unit_kernels) and self.unit_kernels[i] is False:
+                continue
+            out.append(fb)
+        return tuple(out)
+
+    @property
+    def stub_units(self) -> tuple[Fatbinary, ...]:
+        """Fatbinaries without a kernel: the link step's own, or a unit of host code and device data."""
+        return tuple(
+            fb
+            for i, fb in enumerate(self.fatbins)
+            if i < len(self.unit_kernels) and self.unit_kernels[i] is False
+        )
+
+    @property
     def inspected(self) -> bool:
         return self.elf is not None and self.fatbin_error is None
+
+    @property
+    def cannot_load(self) -> bool:
+        """Relocatable device code never device-linked: the loader stops at an undefined symbol."""
+        return bool(self.link_needs)
 
     @property
     def is_shared_library(self) -> bool:
@@ -316,6 +387,13 @@ class GpuRow:
     claimed: bool  # the expectation claims this exact capability
     libraries: Mapping[str, Support]  # wheel-relative library path -> support
     wheel: Support  # the worst over libraries: a model needs all of them
+    # the oldest driver each library's path needs on this GPU ("CUDA 13.2 (driver branch not known
+    # here)"); absent where it runs on none, or nothing beyond the library's CUDA major is needed
+    needs: Mapping[str, str] = field(default_factory=dict)
+    units: Mapping[str, Mapping[str, int]] = field(
+        default_factory=dict
+    )  # per library: kernel units per support
+    driver: str | None = None  # the driver the table predicts for ("13.0"); None: any new enough
 
     @property
     def cc(self) -> str:
@@ -328,6 +406,9 @@ class GpuRow:
             "claimed": self.claimed,
             "libraries": dict(self.libraries),
             "wheel": self.wheel,
+            "needs_driver": dict(self.needs),
+            "kernel_units": {k: dict(v) for k, v in self.units.items()},
+            "driver": self.driver,
         }
 
 
@@ -341,12 +422,19 @@ class AuditResult:
     expectation: Expectation
     findings: tuple[Finding, ...]
     gpu_table: tuple[GpuRow, ...]
-    arch_list_found: str | None  # the device code found, as an arch list ("7.5;8.0;12.0+PTX")
+    arch_list_found: str | None  # the device code found, as a claim that passes when fed back
     timings: Mapping[str, float] = field(default_factory=dict, hash=False)
+    inventory: tuple[Mapping[str, Any], ...] = field(default=(), hash=False)  # per library with device code
+    checks_run: tuple[str, ...] = CHECKS  # fewer with --checks: then the result is partial
 
     @property
     def passed(self) -> bool:
         return all(f.ok for f in self.findings)
+
+    @property
+    def partial(self) -> bool:
+        """Only some checks ran (--checks): never a record publish may trust."""
+        return not set(CHECKS) <= set(self.checks_run)
 
     @property
     def failures(self) -> tuple[Finding, ...]:

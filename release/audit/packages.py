@@ -98,6 +98,10 @@ def _expected_text(package: CudaPackage) -> str:
 
 
 def check(contents: Contents, expectation: Expectation) -> list[Finding]:
+    if expectation.standalone:
+        from release.audit import standalone  # the rules for a wheel audited without a policy
+
+        return standalone.check(contents, expectation)
     metadata = contents.wheel.metadata
     if metadata is None:
         return [fail(CHECK, "the wheel has no readable .dist-info/METADATA: cannot tell what it declares")]

@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from release.audit.model import CHECKS, OPTIONAL_CHECKS, AuditResult, Finding
+from release.audit.model import CHECKS, OPTIONAL_CHECKS, AuditResult, Finding, GpuRow
 
 REPORT_JSON_VERSION = 1
 
@@ -24,7 +24,10 @@ TITLES = {
     "cpp_consumer": "C++ consumer",
     "cross_check": "cuobjdump cross-check",
 }
-_LEGEND = "native: SASS runs as is; ptx-jit: the driver compiles PTX first; none: cannot run"
+_LEGEND = (
+    "native: SASS runs as is; ptx-jit: the driver compiles PTX first; partial: some translation units "
+    "with kernels have no code for it; none: cannot run"
+)
 
 
 def _finding_lines(f: Finding) -> list[str]:
@@ -37,6 +40,15 @@ def _short(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
+def _cell(row: GpuRow, lib: str) -> str:
+    """``native``, or ``ptx-jit (CUDA 13.2+)`` when the path needs a newer driver than the library's major."""
+    support = row.libraries[lib]
+    need = row.needs.get(lib)
+    if support == "ptx-jit" and need:
+        return f"{support} ({need.split(' (')[0].removeprefix('CUDA ')}+ driver)"
+    return support
+
+
 def gpu_table_rows(result: AuditResult) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the GPU table: GPU, capability, claimed, each library, the wheel."""
     if not result.gpu_table:
@@ -44,7 +56,7 @@ def gpu_table_rows(result: AuditResult) -> tuple[list[str], list[list[str]]]:
     libs = list(result.gpu_table[0].libraries)
     header = ["GPU", "cc", "claimed", *(_short(lib) for lib in libs), "wheel"]
     rows = [
-        [row.name, row.cc, "yes" if row.claimed else "", *(row.libraries[lib] for lib in libs), row.wheel]
+        [row.name, row.cc, "yes" if row.claimed else "", *(_cell(row, lib) for lib in libs), row.wheel]
         for row in result.gpu_table
     ]
     return header, rows
@@ -71,13 +83,35 @@ def _plain_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+def claim_text(result: AuditResult) -> str:
+    """The claim the wheel was held to, in the audit's claim syntax."""
+    exp = result.expectation
+    parts = [";".join(str(a) for a in exp.gpu_archs)] if exp.gpu_archs else []
+    parts += [f"{name}={';'.join(str(a) for a in archs)}" for name, archs in exp.library_archs]
+    return " ".join(parts)
+
+
+def _what(result: AuditResult) -> str:
+    exp = result.expectation
+    if exp.row_id:
+        return f"row {exp.row_id}"
+    train = f", CUDA {exp.train}" if exp.train else ""
+    how = f" ({exp.train_source})" if exp.standalone and exp.train_source else ""
+    return f"variant {exp.variant}{train}{how}" + (", no policy" if exp.standalone else "")
+
+
 def render_text(result: AuditResult) -> str:
     exp = result.expectation
-    what = f"row {exp.row_id}" if exp.row_id else f"variant {exp.variant}"
-    archs = ";".join(str(a) for a in exp.gpu_archs) or ("-" if not exp.is_cuda else "none given")
-    out = [f"{result.wheel}", f"  audited against {what} (GPU archs: {archs})"]
+    archs = claim_text(result) or ("-" if not exp.is_cuda else "none given")
+    out = [f"{result.wheel}", f"  audited against {_what(result)} (GPU archs: {archs})"]
+    if exp.runs_on:
+        out.append(f"  must run on: {', '.join(f'{a}.{b}' for a, b in exp.runs_on)}")
+    if exp.driver is not None:
+        out.append(f"  predicted for a CUDA {exp.driver.label} driver ({exp.driver_source or 'the policy'})")
+    if result.partial:
+        out.append(f"  only these checks ran: {', '.join(result.checks_run)} (a partial audit)")
     if result.arch_list_found:
-        out.append(f"  device code found, as an arch list: {result.arch_list_found}")
+        out.append(f"  device code found, as a claim: {result.arch_list_found}")
     for check in (*CHECKS, *OPTIONAL_CHECKS):
         found = [f for f in result.findings if f.check == check]
         if not found:
@@ -107,11 +141,20 @@ def result_json(result: AuditResult) -> dict[str, Any]:
         "row": exp.row_id,
         "variant": exp.variant,
         "train": exp.train,
+        "train_source": exp.train_source,
+        "standalone": exp.standalone,
         "gpu_archs": [str(a) for a in exp.gpu_archs],
+        "library_archs": {name: [str(a) for a in archs] for name, archs in exp.library_archs},
+        "claim": claim_text(result) or None,
+        "runs_on": [f"{a}.{b}" for a, b in exp.runs_on],
+        "driver": exp.driver.label if exp.driver else None,
         "arch_list_found": result.arch_list_found,
+        "checks_run": list(result.checks_run),
+        "partial": result.partial,
         "failed_checks": list(result.failed_checks()),
         "findings": [f.to_json() for f in result.findings],
         "gpu_table": [row.to_json() for row in result.gpu_table],
+        "inventory": [dict(item) for item in result.inventory],
         "timings": {k: round(v, 3) for k, v in result.timings.items()},
     }
 

@@ -30,13 +30,15 @@ from release.audit import (
     libraries,
     loader,
     packages,
+    standalone,
 )
 from release.audit.abi import analyze_abi
 from release.audit.identity import check_identity
 from release.audit.inspect import inspect_libraries
-from release.audit.model import AuditResult, Contents, Expectation, Finding, fail, ok
+from release.audit.inventory import inventory
+from release.audit.model import AuditResult, Contents, Expectation, Finding, Library, fail, ok
 from release.audit.wheel import open_wheel
-from release.core.errors import InputError
+from release.core.errors import InputError, WheelwrightError
 from release.policy.matrix import Row
 from release.policy.model import Policy
 
@@ -91,37 +93,57 @@ def expectation_for_wheel(path: str | os.PathLike[str], policy: Policy, rows: Se
     )
 
 
+def _cross_check_one(lib: Library, tool: Path, version: str) -> Finding:
+    """One file against cuobjdump; a cuobjdump failure marks only this file's cross-check unavailable."""
+    from release.audit import cuobjdump
+
+    if lib.device_file == "ptx":
+        return ok(
+            "cross_check",
+            f"{lib.name}: a PTX file; cuobjdump does not read those",
+            lib.path,
+            cuobjdump=version,
+        )
+    try:
+        if lib.device_file is not None:
+            entries = [e for fb in lib.fatbins for e in fb.entries]
+            result = cuobjdump.cross_check(lib.file, cuobjdump=tool, entries=entries,
+                                           headers=lib.device_file != "cubin")  # fmt: skip
+        else:
+            result = cuobjdump.cross_check(lib.file, cuobjdump=tool)
+    except (WheelwrightError, OSError) as exc:
+        why = str(exc).replace(str(lib.file), lib.path)
+        return ok(
+            "cross_check",
+            f"{lib.name}: cross-check unavailable (cuobjdump could not list it: {why.splitlines()[0]}); "
+            "the fatbin reader's table stands alone for this file",
+            lib.path, cuobjdump=version, unavailable=True, error=why[-2000:],
+        )  # fmt: skip
+    if result.same_entries:
+        return ok(
+            "cross_check",
+            f"{lib.name}: cuobjdump lists the same {len(result.theirs)} device code entries as the fatbin reader"
+            + (" (and the same headers: variants, PTX ISA, compression)" if result.their_headers else ""),
+            lib.path, cuobjdump=version,
+        )  # fmt: skip
+    return fail(
+        "cross_check",
+        f"{lib.name}: cuobjdump and the fatbin reader disagree: {'; '.join(result.differences())}",
+        lib.path,
+        cuobjdump=version,
+    )
+
+
 def _cross_check(contents: Contents, cache_dir: Path) -> list[Finding]:
+    """Every ELF file and device code file, whether or not the reader found device code in it."""
     from release.audit import cuobjdump
 
     tool = cuobjdump.ensure_cuobjdump(cache_dir)
     version = cuobjdump.cuobjdump_version(tool)
-    out: list[Finding] = []
-    for lib in contents.device_libraries:
-        if lib.fatbin_error is not None:
-            continue
-        result = cuobjdump.cross_check(lib.file, cuobjdump=tool)
-        if result.same_entries:
-            out.append(
-                ok(
-                    "cross_check",
-                    f"{lib.name}: cuobjdump lists the same {len(result.theirs)} device code entries as the "
-                    "fatbin reader",
-                    lib.path,
-                    cuobjdump=version,
-                )
-            )
-        else:
-            out.append(
-                fail(
-                    "cross_check",
-                    f"{lib.name}: cuobjdump and the fatbin reader disagree: {'; '.join(result.differences())}",
-                    lib.path,
-                    cuobjdump=version,
-                )
-            )
+    files = [lib for lib in contents.libraries if lib.elf is not None or lib.device_file is not None]
+    out = [_cross_check_one(lib, tool, version) for lib in files if lib.fatbin_error is None]
     if not out:
-        out.append(ok("cross_check", "no device code to cross-check", cuobjdump=version))
+        out.append(ok("cross_check", "no ELF or device code file to cross-check", cuobjdump=version))
     return out
 
 
@@ -137,40 +159,54 @@ def audit_wheel(
     cross_check_cuobjdump: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
 ) -> AuditResult:
-    """Audit one wheel against an expectation. InputError (exit 2) if it cannot be read."""
+    """Audit one wheel against an expectation. InputError (exit 2) if it cannot be read.
+
+    A standalone expectation (no policy) is completed from the wheel first
+    (:func:`release.audit.standalone.resolve`); ``expectation.checks`` limits the checks run.
+    """
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    exclude = loader.exclusion_patterns(expectation.cuda_packages)
     with open_wheel(path) as wheel, ThreadPoolExecutor(max_workers=1, thread_name_prefix="abi") as pool:
         timings["extract"] = time.perf_counter() - start
         check_identity(wheel)
         t = time.perf_counter()
         libs = inspect_libraries(wheel)
         timings["inspect"] = time.perf_counter() - t
-        abi_future = pool.submit(
-            analyze_abi, wheel.root, wheel.filename, wheel.platform_tags, libs, exclude, graded="claimed"
-        )
         contents = Contents(wheel, libs)
+        expectation = standalone.resolve(expectation, contents)
+        runs = [name for name in CHECK_FUNCTIONS if expectation.runs(name)]
+        abi_future = None
+        if "hygiene" in runs:
+            host = [lib for lib in libs if lib.device_file is None]
+            exclude = loader.exclusion_patterns(expectation.cuda_packages)
+            abi_future = pool.submit(
+                analyze_abi, wheel.root, wheel.filename, wheel.platform_tags, host, exclude, graded="claimed"
+            )
         findings: dict[str, list[Finding]] = {}
-        for name, function in CHECK_FUNCTIONS.items():
+        for name in runs:
             if name == "hygiene":
                 continue
             t = time.perf_counter()
-            findings[name] = function(contents, expectation)
+            findings[name] = CHECK_FUNCTIONS[name](contents, expectation)
             timings[name] = time.perf_counter() - t
-        if cross_check_cuobjdump:
+        cross = cross_check_cuobjdump or (
+            expectation.checks is not None and "cross_check" in expectation.checks
+        )
+        if cross:
             t = time.perf_counter()
             findings["cross_check"] = _cross_check(contents, Path(cache_dir or default_cache_dir()))
             timings["cross_check"] = time.perf_counter() - t
-        t = time.perf_counter()
-        abi = abi_future.result()
-        timings["abi_wait"] = time.perf_counter() - t
-        timings["abi"] = abi.seconds
-        contents = replace(contents, abi=abi)
-        findings["hygiene"] = hygiene.check(contents, expectation)
+        if abi_future is not None:
+            t = time.perf_counter()
+            abi = abi_future.result()
+            timings["abi_wait"] = time.perf_counter() - t
+            timings["abi"] = abi.seconds
+            contents = replace(contents, abi=abi)
+            findings["hygiene"] = hygiene.check(contents, expectation)
         ordered = [f for name in (*CHECK_FUNCTIONS, "cross_check") for f in findings.get(name, [])]
         table = gpus.gpu_table(contents, expectation)
         arch_list = device_code.arch_list_found(contents)
+        found = inventory(contents)
         t = time.perf_counter()
     timings["cleanup"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - start
@@ -183,4 +219,6 @@ def audit_wheel(
         gpu_table=table,
         arch_list_found=arch_list,
         timings=timings,
+        inventory=found,
+        checks_run=tuple(runs) + (("cross_check",) if cross else ()),
     )

@@ -42,6 +42,7 @@ from typing import BinaryIO, Literal
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from release.audit.buildpaths import scanner_for
 from release.audit.identity import dist_info_for, member_kind, read_record, safe_member_name, unix_mode
 from release.audit.limits import (
     LIMITS,
@@ -130,6 +131,7 @@ class _Extractor:
         is_elf = False
         out: BinaryIO | None = None
         kept: list[bytes] | None = None
+        scanner = scanner_for(name)
         try:
             with self._zip().open(info) as src:
                 chunk = src.read(CHUNK)
@@ -148,6 +150,8 @@ class _Extractor:
                     digest.update(chunk)
                     for h in others.values():
                         h.update(chunk)
+                    if scanner is not None:
+                        scanner.feed(chunk)
                     if out is not None:
                         self.budget.written(len(chunk))
                         out.write(chunk)
@@ -187,6 +191,7 @@ class _Extractor:
             is_elf=is_elf,
             data=b"".join(kept) if kept is not None else None,
             digests={algo: h.digest() for algo, h in others.items()},
+            build_paths=scanner.close() if scanner is not None else (),
         )
         if self.on_extracted is not None and member.path is not None:
             self.on_extracted(member)
@@ -223,9 +228,10 @@ def _discard(out: BinaryIO | None, target: str) -> None:
 
 
 def _written(name: str, dist_info: str | None) -> bool:
-    """Members a check reads from disk, whatever their content: named like a shared library, or in
-    the wheel's own ``.dist-info`` directory (another one's files are only hashed)."""
-    return ".so" in name.rsplit("/", 1)[-1] or (dist_info is not None and name.startswith(dist_info))
+    """Members a check reads from disk, whatever their content: named like a shared library or a device
+    code file, or in the wheel's own ``.dist-info`` directory (another one's files are only hashed)."""
+    base = name.rsplit("/", 1)[-1]
+    return ".so" in base or base.endswith((".cubin", ".fatbin", ".ptx")) or name.startswith(dist_info or "\0")
 
 
 def _kept(name: str) -> bool:

@@ -168,7 +168,9 @@ def _setup(
     toolchain = resolve_toolchain(row, env=base, cache_dir=cache_dir, install=install)
     python = find_python(row.python, env=base)
     system = read_build_system(project_dir)
-    spec = env_spec(python, system.requires, read_constraints([base_constraints(), *constraints]), cache_dir)
+    # wheelwright's pins, then the policy's (project.build_constraints, then the train's), then the caller's
+    files = [base_constraints(), *policy.build_constraints(row.train), *constraints]
+    spec = env_spec(python, system.requires, read_constraints(files), cache_dir)
     prepare: list[str] = []
     if toolchain is not None and not toolchain.installed:
         prepare.append(f"install {', '.join(row.pypi_toolchain)} into {toolchain.cuda_home.parent.parent}")
@@ -281,8 +283,9 @@ def build_row(
     Temporary build folders go to ``env["TMPDIR"]`` or the system default. Raises
     ToolError (exit 3) for a missing tool (toolchain, Python, container engine) and
     StepFailed (exit 4) when a step fails; either way nothing is left in ``dist_dir``.
-    ``constraints``: the project's or row's constraints files, after wheelwright's own
-    (``release/resources/build-constraints.txt``); a later file's pin of a package wins.
+    ``constraints``: more constraints files, after wheelwright's own
+    (``release/resources/build-constraints.txt``) and the policy's (``project.build_constraints``,
+    then the row's train's ``build_constraints``); a later file's pin of a package wins.
     """
     s = _setup(
         row,

@@ -4,6 +4,16 @@
 ``sm_75`` / ``compute_120`` / CMake's ``75-real;120-real;120-virtual``.
 Pure functions: no processes. The compute capabilities that exist come from
 :mod:`release.resources.cuda` (read once).
+
+Two syntaxes parse into ``Arch`` values:
+
+* the policy's (:func:`parse_arch_list`): ``X.Y``, ``X.Ya``, ``X.Yf``, each maybe ``+PTX``: SASS
+  for the capability (and PTX with ``+PTX``); what a row builds;
+* an audit claim's (:func:`parse_claim_list`), a superset: also nvcc's own names, ``sm_90a``
+  (SASS only) and ``compute_90`` (PTX only). ``X.Y`` promises more than ``sm_XY``: every
+  translation unit with kernels runs natively on a GPU of compute capability X.Y (the audit's
+  ``gpus`` check holds it to that); ``sm_XY`` says only that the library carries that SASS
+  (some kernels may be built for newer GPUs alone, as cuBLAS's are).
 """
 
 from __future__ import annotations
@@ -25,12 +35,18 @@ class ArchSyntaxError(ValueError):
 
 @dataclass(frozen=True, order=True)
 class Arch:
-    """One entry of an arch list: a compute capability, maybe a/f variant, maybe +PTX."""
+    """One entry of an arch list: a compute capability, maybe a/f variant, maybe +PTX.
+
+    ``ships_sass=False`` is PTX only (``compute_90``); ``strict=False`` (nvcc's ``sm_90`` spelling in a
+    claim) carries the SASS without promising that every kernel runs natively on that GPU.
+    """
 
     major: int
     minor: int
     variant: Variant = ""
     ptx: bool = False
+    ships_sass: bool = True
+    strict: bool = True
 
     @property
     def cc(self) -> int:
@@ -38,15 +54,24 @@ class Arch:
         return self.major * 10 + self.minor
 
     @property
-    def sass(self) -> str:
-        return f"sm_{self.cc}{self.variant}"
-
-    @property
     def virtual(self) -> str:
         return f"compute_{self.cc}{self.variant}"
 
     def __str__(self) -> str:
+        if not self.ships_sass:
+            return self.virtual
+        if not self.strict:
+            return self.sass if not self.ptx else f"{self.sass};{self.virtual}"
         return f"{self.major}.{self.minor}{self.variant}{'+PTX' if self.ptx else ''}"
+
+    @property
+    def sass(self) -> str:
+        return f"sm_{self.cc}{self.variant}"
+
+    @property
+    def policy_form(self) -> bool:
+        """Spelled the policy's way (``9.0a+PTX``): what TORCH_CUDA_ARCH_LIST can say."""
+        return self.ships_sass and self.strict
 
 
 def parse_arch(text: str) -> Arch:
@@ -84,8 +109,50 @@ def parse_arch_list(text: str) -> tuple[Arch, ...]:
     return tuple(parse_arch(p) for p in parts)
 
 
+_NVCC_RE = re.compile(r"\A(?P<kind>sm|compute)_(?P<cc>\d{2,3})(?P<variant>[af]?)\Z", re.ASCII)
+
+
+def parse_claim_arch(text: str) -> Arch:
+    """One entry of an audit claim: the policy's spelling, or nvcc's ``sm_90a`` / ``compute_120``."""
+    m = _NVCC_RE.match(text) if isinstance(text, str) else None
+    if m is None:
+        if isinstance(text, str) and re.fullmatch(r"(?i:sm|compute)_\d+[a-z]*", text, flags=re.ASCII):
+            raise ArchSyntaxError(
+                f"{text!r} is not an nvcc architecture; write sm_XY or compute_XY with an optional "
+                "a or f suffix, in lower case (sm_90a, compute_120)"
+            )
+        return parse_arch(text)
+    cc = int(m["cc"])
+    major, minor = divmod(cc, 10)
+    if (major, minor) not in cuda().capabilities:
+        known = ", ".join(f"{a}{b}" for a, b in cuda().capabilities)
+        raise ArchSyntaxError(f"{text!r} is not a real compute capability; known: {known}")
+    variant: Variant = "a" if m["variant"] == "a" else "f" if m["variant"] == "f" else ""
+    if m["kind"] == "sm":
+        return Arch(major, minor, variant, ptx=False, ships_sass=True, strict=False)
+    return Arch(major, minor, variant, ptx=True, ships_sass=False, strict=False)
+
+
+def parse_claim_list(text: str) -> tuple[Arch, ...]:
+    """An audit claim's arch list: ``"7.5;8.0;sm_90a;compute_120"`` (``;`` or spaces)."""
+    parts = [p for p in re.split(r"[;\s]+", text.strip()) if p]
+    if not parts:
+        raise ArchSyntaxError("the arch list is empty; name at least one architecture")
+    return tuple(parse_claim_arch(p) for p in parts)
+
+
+def claim_text(archs: tuple[Arch, ...]) -> str:
+    """The claim spelling of a list: ``7.5;8.0;9.0a;sm_100;compute_120`` (reads back with
+    :func:`parse_claim_list` to the same entries)."""
+    return ";".join(str(a) for a in archs)
+
+
 def torch_cuda_arch_list(archs: tuple[Arch, ...]) -> str:
-    """``TORCH_CUDA_ARCH_LIST`` value: ``7.5;8.0;12.0+PTX``."""
+    """``TORCH_CUDA_ARCH_LIST`` value: ``7.5;8.0;12.0+PTX``. ArchSyntaxError for an entry the
+    policy syntax cannot say (PTX only, nvcc spelling): PyTorch's list has no form for it."""
+    odd = [str(a) for a in archs if not a.policy_form]
+    if odd:
+        raise ArchSyntaxError(f"TORCH_CUDA_ARCH_LIST cannot express {odd}: it builds SASS for every entry")
     return ";".join(str(a) for a in archs)
 
 
@@ -93,7 +160,8 @@ def cmake_cuda_architectures(archs: tuple[Arch, ...]) -> str:
     """``CMAKE_CUDA_ARCHITECTURES`` value: ``75-real;...;120-real;120-virtual``."""
     out: list[str] = []
     for a in archs:
-        out.append(f"{a.cc}{a.variant}-real")
+        if a.ships_sass:
+            out.append(f"{a.cc}{a.variant}-real")
         if a.ptx:
             out.append(f"{a.cc}{a.variant}-virtual")
     return ";".join(out)
@@ -103,13 +171,16 @@ def nvcc_gencode_flags(archs: tuple[Arch, ...]) -> tuple[str, ...]:
     """The ``-gencode`` flags an nvcc build of this list uses."""
     flags: list[str] = []
     for a in archs:
-        flags.append(f"-gencode=arch={a.virtual},code={a.sass}")
+        if a.ships_sass:
+            flags.append(f"-gencode=arch={a.virtual},code={a.sass}")
         if a.ptx:
             flags.append(f"-gencode=arch={a.virtual},code={a.virtual}")
     return tuple(flags)
 
 
-Support = Literal["native", "ptx-jit", "none"]
+# How a library runs on a GPU, over its translation units with kernels: all native; all run, some by
+# PTX JIT; some run and some have no code for it ("partial"); none runs.
+Support = Literal["native", "ptx-jit", "partial", "none"]
 
 
 def sass_runs_on(cc: int, variant: Variant, gpu_major: int, gpu_minor: int) -> bool:

@@ -8,7 +8,9 @@ newline or a fullwidth digit is visible.
 from __future__ import annotations
 
 import difflib
+import math
 import re
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from release.core.errors import PolicyError
@@ -52,6 +54,10 @@ class Checker:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.notes: list[str] = []  # what the load noticed that is no error, for `plan` to say
+
+    def note(self, where: str, message: str) -> None:
+        self.notes.append(f"{self.path}: {where}: {message}")
 
     def fail(self, where: str, message: str) -> PolicyError:
         # A last bound: every value in a message is already cut short, but a message never
@@ -118,3 +124,43 @@ class Checker:
                 where, f"{brief(text)} is not allowed; {hint}use exactly one of: {', '.join(choices)}"
             )
         return text
+
+    def tolerance(self, value: object, where: str) -> float:
+        """A non-negative, finite number (an integer or a float; not a boolean)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(where, f"expected a number like 1e-6, got {kind(value)} {brief(value)}")
+        try:
+            number = float(value)
+        except OverflowError:  # an integer too large for a float
+            number = math.inf
+        if not math.isfinite(number) or number < 0:
+            raise self.fail(where, f"{brief(value)} must be a finite number, 0 or more (0 means exact)")
+        return number
+
+    def relative_files(self, value: object, where: str, base: Path) -> tuple[Path, ...]:
+        """A list of existing regular files, each written relative to ``base`` (the policy file's
+        folder) in POSIX spelling; returned as absolute paths."""
+        out: list[Path] = []
+        for i, text in enumerate(self.strings(value, where)):
+            at = f"{where}[{i}]"
+            problem = token_problem(text)
+            if problem:
+                raise self.fail(at, problem)
+            if PurePosixPath(text).is_absolute() or "\\" in text:
+                raise self.fail(
+                    at, f"{brief(text)} must be relative to the policy file's folder, in POSIX spelling"
+                )
+            path = (base / text).resolve()
+            try:
+                regular = path.is_file()
+            except OSError as exc:
+                raise self.fail(at, f"{brief(text)} ({path}) cannot be read: {exc.strerror or exc}") from None
+            if not regular:
+                what = "is not a regular file" if path.exists() else "does not exist"
+                raise self.fail(
+                    at,
+                    f"{brief(text)} ({path}) {what}; a build constraints file is given relative to the "
+                    "policy file's folder",
+                )
+            out.append(path)
+        return tuple(out)

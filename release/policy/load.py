@@ -26,12 +26,15 @@ from release.policy.model import (
     MANYLINUX_ARCHS,
     SCHEMA,
     SCHEMA_VERSION,
+    WHEEL_TAGS,
     Dependency,
     Exclusion,
     Policy,
     PolicyTarget,
     Project,
     RejectAllow,
+    Train,
+    WheelTags,
 )
 from release.policy.read import read_policy_file
 from release.policy.targets import IndexTarget, url_problem, variant_index_problems
@@ -62,7 +65,8 @@ def parse_policy(data: Mapping[str, Any], path: str, *, source: Path, sha256: st
 
     exclusions = _exclusions(c, top.get("exclude", []))
     excluded: _Excluded = {(e.kind, e.value): e for e in exclusions}
-    project = _project(c, top["project"])
+    base = source.parent
+    project = _project(c, top["project"], base)
 
     m = c.table(top["matrix"], "matrix", *SCHEMA["matrix"])
     platforms = c.strings(m["platforms"], "matrix.platforms", nonempty=False)
@@ -120,7 +124,7 @@ def parse_policy(data: Mapping[str, Any], path: str, *, source: Path, sha256: st
                 "add it there or delete the table",
             )
 
-    trains = tuple(load_train(c, v, train_tables[v], platforms, pythons) for v in train_list)
+    trains = tuple(load_train(c, v, train_tables[v], platforms, pythons, base) for v in train_list)
     variants: dict[str, str] = {}
     for t in trains:
         if t.variant in variants:
@@ -130,9 +134,11 @@ def parse_policy(data: Mapping[str, Any], path: str, *, source: Path, sha256: st
             )
         variants[t.variant] = t.version
 
+    _one_python_per_variant(c, project.wheel_tags, pythons if cpu_wheel else None, trains)
     targets = _targets(c, top.get("target", {}), tuple(["cpu"] if cpu_wheel else []) + tuple(variants))
     dependencies = _dependencies(c, top.get("dependency", []), platforms, tuple(variants))
     return Policy(
+        notes=tuple(c.notes),
         path=path,
         source=source,
         sha256=sha256,
@@ -168,7 +174,12 @@ def _dependencies(
             raise c.fail(f"{where}.index", problem)
         plats = c.strings(t.get("platforms", []), f"{where}.platforms", nonempty=False)
         for j, plat in enumerate(plats):
-            if plat not in platforms:
+            if plat in MANYLINUX_ARCHS and plat not in platforms:
+                c.note(
+                    f"{where}.platforms[{j}]",
+                    f"{plat} is not in matrix.platforms ({', '.join(platforms)}); unused by this matrix",
+                )
+            elif plat not in platforms:
                 raise c.fail(
                     f"{where}.platforms[{j}]",
                     f"{brief(plat)} is not in matrix.platforms ({', '.join(platforms)})",
@@ -249,7 +260,7 @@ def _check_python(c: Checker, py: str, where: str, excluded: _Excluded) -> None:
         raise c.fail(where, f"{py!r} is a free-threaded build; no exclusion allows it and none is supported")
 
 
-def _project(c: Checker, value: object) -> Project:
+def _project(c: Checker, value: object, base: Path) -> Project:
     t = c.table(value, "project", *SCHEMA["project"])
     name = c.string(t["name"], "project.name")
     problem = name_problem(name)
@@ -258,14 +269,53 @@ def _project(c: Checker, value: object) -> Project:
     if canonicalize_name(name) != name.lower().replace("_", "-"):
         raise c.fail("project.name", f"{name!r} is not a valid distribution name")
     path = c.string(t["path"], "project.path")
-    if PurePosixPath(path).is_absolute() or ".." in PurePosixPath(path).parts:
-        raise c.fail("project.path", f"{brief(path)} must be a path inside the repository, relative to it")
+    if PurePosixPath(path).is_absolute() or "\\" in path:
+        raise c.fail(
+            "project.path",
+            f"{brief(path)} must be relative to the policy file's folder, in POSIX spelling ('.' for that folder)",
+        )
     import_name = c.string(t["import_name"], "project.import_name")
     if not import_name.isidentifier():
         raise c.fail("project.import_name", f"{brief(import_name)} is not a Python identifier")
-    check = _entry_point(c, t["check"], "project.check")
+    check = _entry_point(c, t["check"], "project.check") if "check" in t else None
     sdk = _entry_point(c, t["sdk"], "project.sdk") if "sdk" in t else None
-    return Project(name, path, import_name, check, sdk)
+    rtol = c.tolerance(t.get("rtol", 0.0), "project.rtol")
+    atol = c.tolerance(t.get("atol", 0.0), "project.atol")
+    if check is None:
+        for key in ("rtol", "atol"):
+            if key in t:
+                raise c.fail(f"project.{key}", "a tolerance needs a check to apply to; set project.check")
+    tags = c.choice(t.get("wheel_tags", "cpython"), "project.wheel_tags", WHEEL_TAGS)
+    wheel_tags: WheelTags = next(w for w in WHEEL_TAGS if w == tags)
+    constraints = (
+        c.relative_files(t["build_constraints"], "project.build_constraints", base)
+        if "build_constraints" in t
+        else ()
+    )
+    return Project(name, path, import_name, check, sdk, rtol, atol, wheel_tags, constraints)
+
+
+def _one_python_per_variant(
+    c: Checker, wheel_tags: WheelTags, cpu_pythons: tuple[str, ...] | None, trains: tuple[Train, ...]
+) -> None:
+    """An abi3 or py3-none wheel serves every Python: a variant built for two Pythons would give
+    two wheels of one name. Each variant names exactly one Python (the one it is built and
+    smoke-tested with)."""
+    if wheel_tags == "cpython":
+        return
+    lists: list[tuple[str, str, tuple[str, ...]]] = []
+    if cpu_pythons is not None:
+        lists.append(("matrix.pythons", "cpu", cpu_pythons))
+    lists += [(join(join("train", t.version), "pythons"), t.variant, t.pythons) for t in trains]
+    for where, variant, pythons in lists:
+        if len(pythons) > 1:
+            fix = "matrix.pythons" if where == "matrix.pythons" else f"{where} (or matrix.pythons)"
+            raise c.fail(
+                where,
+                f"project.wheel_tags = {wheel_tags!r}: one wheel serves every Python, but variant {variant} "
+                f"is built for {', '.join(pythons)}, which would make {len(pythons)} wheels of one name; "
+                f"list one Python in {fix}: the one to build and smoke-test with",
+            )
 
 
 def _entry_point(c: Checker, value: object, where: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from release.core.errors import InputError, SelectionError
 from release.policy.archs import Arch, cmake_cuda_architectures, torch_cuda_arch_list
-from release.policy.model import CudaPackage, Policy
+from release.policy.model import CudaPackage, Policy, WheelTags
 from release.resources import cuda
 
 CPU_IMAGE = "default"  # cibuildwheel's own pinned manylinux image
@@ -36,6 +36,9 @@ class Row:
     host_toolchain_hint: str
     manylinux: str  # "manylinux_2_28"
     extra_variants: str
+    # how the project tags its wheels (project.wheel_tags): "cpython" cp312-cp312, "abi3"
+    # cp3X-abi3 for X up to the row's Python, "py3-none" py3-none; the platform is the row's
+    wheel_tags: WheelTags = "cpython"
 
     @property
     def is_cuda(self) -> bool:
@@ -44,6 +47,20 @@ class Row:
     @property
     def python_tag(self) -> str:
         return "cp" + self.python.replace(".", "")
+
+    def serves(self, interpreter: str, abi: str) -> bool:
+        """Whether a wheel tag's interpreter and ABI are this row's Python in the project's form."""
+        return python_tag_matches(self.wheel_tags, self.python, interpreter, abi)
+
+    @property
+    def wheel_tag_form(self) -> str:
+        """How this row's wheel names its Python, as project.wheel_tags says (for messages)."""
+        minor = self.python.split(".")[1]
+        return {
+            "cpython": f"{self.python_tag}-{self.python_tag}",
+            "abi3": f"cp3X-abi3 with X <= {minor}",
+            "py3-none": "py3-none",
+        }[self.wheel_tags]
 
     @property
     def session_suffix(self) -> str:
@@ -106,6 +123,26 @@ class Row:
         }
 
 
+def python_tag_matches(wheel_tags: WheelTags, python: str, interpreter: str, abi: str) -> bool:
+    """Whether a wheel tag's interpreter and ABI serve CPython ``python`` ("3.12") in the form
+    ``project.wheel_tags`` names (pure): ``cpython`` cp312-cp312 (the ABI as the interpreter, or
+    a debug/other ABI of it: the audit judges those); ``abi3`` cp3X-abi3 with X up to the
+    Python's minor; ``py3-none`` py3-none, or py3X-none with X up to it."""
+    major, minor = (int(x) for x in python.split(".")[:2])
+    if wheel_tags == "cpython":
+        return interpreter == f"cp{major}{minor}"
+    if wheel_tags == "abi3":
+        prefix, want_abi = "cp", "abi3"
+    else:  # "py3-none"
+        if interpreter == f"py{major}" and abi == "none":
+            return True
+        prefix, want_abi = "py", "none"
+    if abi != want_abi or not interpreter.startswith(f"{prefix}{major}"):
+        return False
+    rest = interpreter[len(prefix) + 1 :]
+    return rest.isascii() and rest.isdigit() and int(rest) <= minor
+
+
 def expand(policy: Policy) -> tuple[Row, ...]:
     """Every row the policy advertises, in a stable order (platform, variant, python)."""
     rows: list[Row] = []
@@ -126,6 +163,7 @@ def expand(policy: Policy) -> tuple[Row, ...]:
                         host_toolchain_hint="",
                         manylinux=policy.manylinux,
                         extra_variants=policy.extra_variants,
+                        wheel_tags=policy.project.wheel_tags,
                     )
                 )
         for train in policy.trains:
@@ -144,6 +182,7 @@ def expand(policy: Policy) -> tuple[Row, ...]:
                         host_toolchain_hint=train.host_toolchain_hint,
                         manylinux=policy.manylinux,
                         extra_variants=policy.extra_variants,
+                        wheel_tags=policy.project.wheel_tags,
                     )
                 )
     if not rows:

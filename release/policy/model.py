@@ -16,19 +16,27 @@ SCHEMA_VERSION = 1
 MANYLINUX_ARCHS = ("x86_64", "aarch64", "ppc64le", "s390x", "i686", "armv7l")
 EnableDisable = Literal["enable", "disable"]
 RejectAllow = Literal["reject", "allow"]
+# How the project tags its wheels: one per CPython (cp312-cp312), CPython's stable ABI
+# (cp310-abi3: one wheel for that CPython and newer), or no Python ABI at all (py3-none: a
+# package that loads its libraries through ctypes).
+WheelTags = Literal["cpython", "abi3", "py3-none"]
+WHEEL_TAGS: tuple[WheelTags, ...] = ("cpython", "abi3", "py3-none")
 
 # Every table of the schema: (required keys, optional keys). docs/rows-toml.md documents
 # each of them, and tests/unit/test_docs.py checks that the two never drift apart.
 SCHEMA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "top level": (("schema_version", "project", "matrix", "train"), ("exclude", "target", "dependency")),
-    "project": (("name", "path", "import_name", "check"), ("sdk",)),
+    "project": (
+        ("name", "path", "import_name"),
+        ("check", "sdk", "rtol", "atol", "wheel_tags", "build_constraints"),
+    ),
     "matrix": (
         ("platforms", "pythons", "trains", "cpu_wheel", "manylinux"),
         ("extra_variants",),
     ),
     "train.X.Y": (
         ("variant", "builder_image", "gpu_archs", "cuda_packages"),
-        ("pypi_toolchain", "host_toolchain_hint", "pythons"),
+        ("pypi_toolchain", "host_toolchain_hint", "pythons", "build_constraints"),
     ),
     "train.X.Y.cuda_packages": (("name", "libraries", "installs_to"), ("also_accepted",)),
     "exclude": (("reason",), ("python", "platform")),
@@ -41,10 +49,20 @@ SCHEMA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 @dataclass(frozen=True)
 class Project:
     name: str
-    path: str
+    path: str  # the source folder, relative to the policy file's folder
     import_name: str
-    check: str  # "module:function": the smoke computation, compared with a CPU reference
+    # "module:function": the smoke computation, compared with a CPU reference; None: the smoke
+    # step imports the package and loads its libraries only (and its record says so)
+    check: str | None
     sdk: str | None  # "module:function" returning include_dir/lib_dir/libraries, if a C++ SDK ships
+    rtol: float = 0.0  # the check passes when max_abs_diff <= atol + rtol * max_abs_reference
+    atol: float = 0.0  # both 0: exact
+    wheel_tags: WheelTags = "cpython"
+    build_constraints: tuple[Path, ...] = ()  # absolute; given relative to the policy file's folder
+
+    @property
+    def exact(self) -> bool:
+        return self.rtol == 0.0 and self.atol == 0.0
 
 
 @dataclass(frozen=True)
@@ -67,6 +85,7 @@ class Train:
     pypi_toolchain: tuple[str, ...]  # exact pins; empty: no PyPI toolchain
     host_toolchain_hint: str
     pythons: tuple[str, ...]  # subset of the allowlist
+    build_constraints: tuple[Path, ...] = ()  # after the project's; absolute
 
     @property
     def key(self) -> tuple[int, int]:
@@ -119,6 +138,7 @@ class Policy:
     exclusions: tuple[Exclusion, ...]
     targets: Mapping[str, PolicyTarget] = field(default_factory=dict)
     dependencies: tuple[Dependency, ...] = ()
+    notes: tuple[str, ...] = ()  # what the load noticed that is no error (keys unused by this matrix)
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -131,6 +151,11 @@ class Policy:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise InputError(f"{self.path}: no [target.{name}] (targets: {known}){hint}")
         return self.targets[name]
+
+    def build_constraints(self, train: str | None) -> tuple[Path, ...]:
+        """The constraints files of a row's build: the project's, then its train's (none for CPU)."""
+        extra = self.train(train).build_constraints if train is not None else ()
+        return (*self.project.build_constraints, *extra)
 
     def train(self, version: str) -> Train:
         for t in self.trains:

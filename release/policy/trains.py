@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -17,7 +18,7 @@ from packaging.version import Version
 
 from release.policy.archs import Arch, ArchSyntaxError, parse_arch
 from release.policy.checker import Checker, brief, join, kind
-from release.policy.model import SCHEMA, CudaPackage, Train
+from release.policy.model import MANYLINUX_ARCHS, SCHEMA, CudaPackage, Train
 from release.policy.versions import name_problem, train_variant
 
 NVCC_PACKAGE = "nvidia-cuda-nvcc"
@@ -82,10 +83,42 @@ def _pins(c: Checker, value: object, where: str, version: str) -> tuple[str, ...
     return pins
 
 
+def _per_platform(
+    c: Checker, value: object, where: str, platforms: tuple[str, ...], what: str
+) -> dict[str, Any]:
+    """A table keyed by CPU arch: the matrix's arches are used; another manylinux arch is unused
+    by this matrix (noted, not checked: a policy narrowed to x86_64 keeps its aarch64 keys);
+    anything else is an unknown platform. Whether every matrix arch is there is the caller's."""
+    if not isinstance(value, dict):
+        raise c.fail(where, f"expected a table of platform = {what}, got {kind(value)}")
+    unused: list[str] = []
+    for p in value:
+        if p in platforms:
+            continue
+        if p in MANYLINUX_ARCHS:
+            unused.append(p)
+            continue
+        close = difflib.get_close_matches(p, platforms, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; platforms are: {', '.join(platforms)}"
+        raise c.fail(join(where, p), f"unknown platform {brief(p)}{hint}")
+    if unused:
+        c.note(
+            where,
+            f"{', '.join(unused)} not in matrix.platforms ({', '.join(platforms)}): unused by this matrix",
+        )
+    return value
+
+
 def load_train(
-    c: Checker, version: str, value: object, platforms: tuple[str, ...], pythons: tuple[str, ...]
+    c: Checker,
+    version: str,
+    value: object,
+    platforms: tuple[str, ...],
+    pythons: tuple[str, ...],
+    base: Path,
 ) -> Train:
-    """One train table; ``version`` is already a known CUDA train."""
+    """One train table; ``version`` is already a known CUDA train; ``base`` is the policy
+    file's folder (build constraints are relative to it)."""
     where = join("train", version)
     t = c.table(value, where, *SCHEMA["train.X.Y"])
     expected_variant = train_variant(version)
@@ -96,29 +129,24 @@ def load_train(
             f"{brief(variant)} does not match CUDA {version}; the variant for {version} is {expected_variant!r}",
         )
 
-    images = c.table(t["builder_image"], f"{where}.builder_image", platforms, ())
+    images = _per_platform(c, t["builder_image"], f"{where}.builder_image", platforms, "image")
+    for p in platforms:
+        if p not in images:
+            raise c.fail(join(f"{where}.builder_image", p), f"missing required key {p!r}")
     builder_images = {p: c.token(images[p], f"{where}.builder_image.{p}") for p in platforms}
 
-    if not isinstance(t["gpu_archs"], dict):
-        raise c.fail(
-            f"{where}.gpu_archs", f"expected a table of platform = [archs], got {kind(t['gpu_archs'])}"
-        )
-    for p in t["gpu_archs"]:
-        if p not in platforms:
-            close = difflib.get_close_matches(p, platforms, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; platforms are: {', '.join(platforms)}"
-            raise c.fail(join(f"{where}.gpu_archs", p), f"unknown platform {brief(p)}{hint}")
+    archs_raw = _per_platform(c, t["gpu_archs"], f"{where}.gpu_archs", platforms, "[archs]")
     gpu_archs: dict[str, tuple[Arch, ...]] = {}
     for p in platforms:
         key = f"{where}.gpu_archs.{p}"
-        if p not in t["gpu_archs"] or t["gpu_archs"][p] == []:
+        if p not in archs_raw or archs_raw[p] == []:
             raise c.fail(
                 key,
                 f"CUDA {version} on {p} has no arch list; write the GPU architectures this row must "
                 'carry (e.g. ["8.0", "9.0+PTX"]); wheelwright never falls back to detecting the '
                 "builder's GPU",
             )
-        gpu_archs[p] = _arch_list(c, t["gpu_archs"][p], key)
+        gpu_archs[p] = _arch_list(c, archs_raw[p], key)
 
     packages_raw = t["cuda_packages"]
     if not isinstance(packages_raw, list) or not packages_raw:
@@ -140,6 +168,11 @@ def load_train(
                     f"Python {brief(py)[1:-1]} is outside the allowlist matrix.pythons ({', '.join(pythons)}); "
                     "add it there first",
                 )
+    constraints = (
+        c.relative_files(t["build_constraints"], f"{where}.build_constraints", base)
+        if "build_constraints" in t
+        else ()
+    )
     return Train(
         version=version,
         variant=variant,
@@ -149,6 +182,7 @@ def load_train(
         pypi_toolchain=pins,
         host_toolchain_hint=hint,
         pythons=train_pythons,
+        build_constraints=constraints,
     )
 
 

@@ -24,8 +24,6 @@ to ``index.html``. A generic index takes only packages: publish the manifest bes
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,6 +36,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from release import records
 from release.core import proc
 from release.core.errors import InputError, StepFailed, ToolError
+from release.core.files import write_atomic
 from release.policy.targets import IndexTarget
 from release.publish.reverify import GPU_KEYS, Reaudited
 
@@ -179,20 +178,9 @@ def read(path: Path) -> Manifest:
 
 def write(manifest: Manifest, folder: Path) -> Path:
     """Write ``folder/<name>`` atomically; StepFailed when the folder is not writable."""
-    target = folder / manifest.name
-    tmp: str | None = None
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{manifest.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(manifest.text())
-        Path(tmp).chmod(0o644)
-        Path(tmp).replace(target)
-    except OSError as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise StepFailed(f"cannot write the release manifest {target}: {exc.strerror or exc}") from None
-    return target
+    return write_atomic(
+        folder / manifest.name, manifest.text(), what="the release manifest", mode=0o644, parents=True
+    )
 
 
 def source_commit(folder: Path, env: Mapping[str, str]) -> str | None:

@@ -17,13 +17,13 @@ import contextlib
 import datetime as dt
 import os
 import shutil
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from release import records
+from release.core import log
 from release.core.errors import CheckFailed, InputError, SelectionError, StepFailed, WheelwrightError
 from release.core.hashing import sha256_file
 from release.policy.matrix import Row, expand
@@ -71,9 +71,8 @@ def ensure_local_index(
         stop(root)
     except StepFailed:
         pass
-    print(
-        f"==> starting a local index under {root} (stop it: python -m release.publish.index_server stop --root {root})",
-        file=sys.stderr,
+    log.info(
+        f"==> starting a local index under {root} (stop it: python -m release.publish.index_server stop --root {root})"
     )
     return start_detached(list(variants), root)
 
@@ -195,7 +194,7 @@ def _local_index_lock(local_server: bool, env: Mapping[str, str], log: Log) -> I
 
 
 def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    log.info(line)
 
 
 def publish_rows(
@@ -287,7 +286,7 @@ def publish_rows(
                     if mode == "verify"
                     else f"{sum(len(p.plan.to_upload) for p in prepared)} file(s) to upload"
                 )
-                print(
+                say(
                     f"ok: {len(rows)} row(s) pass every guard for target {pt.name!r}; {what}; nothing uploaded"
                 )
                 return []
@@ -322,15 +321,3 @@ def _execute(
                 "(CI attaches it to the run)"
             )
     return reports
-
-
-def install_line(project: str, simple_url: str, *, cuda: bool) -> str:
-    """What a user types. A CUDA wheel's runtime packages come from the default index, so the
-    CUDA index is the --index-url (it wins for the package) and the default index is extra."""
-    from release.policy.targets import DEFAULT_INDEX
-    from release.publish.index_client import resolve_simple_url
-
-    default = resolve_simple_url(DEFAULT_INDEX)
-    if not cuda:
-        return f"pip install {project} --index-url {simple_url}"
-    return f"pip install {project} --index-url {simple_url} --extra-index-url {default}"

@@ -17,7 +17,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from urllib.request import url2pathname
 from packaging.utils import parse_wheel_filename
 
 from release.audit.model import Expectation
-from release.core import proc
+from release.core import log, proc
 from release.core.errors import CheckFailed, InputError, StepFailed
 from release.policy.matrix import expand
 from release.policy.model import Policy
@@ -68,7 +67,7 @@ Outcome = Literal["uploaded", "raced"]
 
 
 def _stderr_log(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    log.info(line)
 
 
 @dataclass

@@ -13,10 +13,11 @@ from __future__ import annotations
 import fnmatch
 import functools
 import importlib.resources
+import itertools
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from release.core.errors import ToolError
@@ -24,6 +25,7 @@ from release.core.errors import ToolError
 __all__ = [
     "CudaFacts",
     "CudaLibrary",
+    "CudaRelease",
     "Gpu",
     "ResourceError",
     "Shipping",
@@ -44,6 +46,8 @@ SOURCE = "release/resources/cuda.toml"
 _HASH_SUFFIX = re.compile(r"-[0-9a-f]{8}$")  # auditwheel repair's grafted copies: libcudart-1a2b3c4d.so.13
 _MAJOR_KEY = re.compile(r"^cuda(\d{2})$")
 _CC = re.compile(r"^(\d{1,2})\.(\d)$")
+_VERSION = re.compile(r"^(\d{1,2})\.(\d{1,2})$")
+_DRIVER = re.compile(r"^\d{3,4}(\.\d{1,3}){1,2}$")
 _LIBRARY_KEYS = {"kind", "title", "family", "defines"}
 _SHIPPING_KEYS = {"package", "installs_to", "soname"}
 
@@ -117,6 +121,28 @@ class Gpu:
     name: str  # "H100 / H200 / GH200"
     major: int
     minor: int
+    since: tuple[int, int] | None = None  # the first CUDA release whose driver knows it; None: older
+
+
+Version = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class CudaRelease:
+    """One CUDA release: the PTX ISA its compiler writes, the oldest driver that runs it."""
+
+    version: Version  # (13, 2)
+    ptx_isa: Version  # (9, 2)
+    driver: str | None  # "580.65.06"; None: not known to wheelwright
+
+    @property
+    def label(self) -> str:
+        return f"{self.version[0]}.{self.version[1]}"
+
+    def describe(self) -> str:
+        """``CUDA 13.0 (driver >= 580.65.06)`` or ``CUDA 13.2 (driver branch not known here)``."""
+        driver = f"driver >= {self.driver}" if self.driver else "driver branch not known here"
+        return f"CUDA {self.label} ({driver})"
 
 
 @dataclass(frozen=True)
@@ -125,6 +151,22 @@ class CudaFacts:
     capabilities: tuple[tuple[int, int], ...]  # every compute capability that exists
     gpus: tuple[Gpu, ...]
     runners: Mapping[str, str]  # CPU architecture -> GitHub-hosted runner
+    releases: tuple[CudaRelease, ...] = ()  # oldest first
+    toolkit_extras: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # cuda-toolkit[extra]
+
+    def release(self, version: Version) -> CudaRelease | None:
+        return next((r for r in self.releases if r.version == version), None)
+
+    def release_for_ptx_isa(self, isa: Version) -> CudaRelease | None:
+        """The first release whose compiler writes PTX ISA ``isa`` (the oldest driver that can JIT it);
+        None when the ISA is newer than every release in the table."""
+        return next((r for r in self.releases if r.ptx_isa >= isa), None)
+
+    def release_for_driver(self, driver: str) -> CudaRelease | None:
+        """The newest release whose oldest driver is ``driver`` or older (``580.159.04`` -> 13.0)."""
+        have = _driver_key(driver)
+        fits = [r for r in self.releases if r.driver is not None and _driver_key(r.driver) <= have]
+        return fits[-1] if fits else None
 
     def library(self, soname: str) -> CudaLibrary | None:
         """The library a soname or file name belongs to (exact stem first, then the longest family)."""
@@ -134,6 +176,10 @@ class CudaFacts:
             return exact[0]
         families = [lib for lib in self.libraries if lib.family and s.startswith(lib.stem)]
         return max(families, key=lambda lib: len(lib.stem), default=None)
+
+
+def _driver_key(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
 
 
 def stem(soname: str) -> str:
@@ -217,7 +263,7 @@ def parse(text: str, source: str = SOURCE) -> CudaFacts:
         raw: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ResourceError(f"{source}: not valid TOML: {exc}") from None
-    known = {"schema_version", "library", "gpu", "runners"}
+    known = {"schema_version", "library", "gpu", "runners", "release", "toolkit_extras"}
     if set(raw) - known:
         raise _fail("top level", f"unknown keys {sorted(set(raw) - known)}")
     if raw.get("schema_version") != 1:
@@ -231,8 +277,12 @@ def parse(text: str, source: str = SOURCE) -> CudaFacts:
         if shadow and lib.family:
             raise _fail(f"library.{lib.stem}", f"a family inside the family {shadow[0]}")
     gpu = raw.get("gpu")
-    if not isinstance(gpu, dict) or set(gpu) != {"capabilities", "named"}:
-        raise _fail("gpu", "must be a table with exactly capabilities and named")
+    if not isinstance(gpu, dict) or not {"capabilities", "named"} <= set(gpu) <= {
+        "capabilities",
+        "named",
+        "since",
+    }:
+        raise _fail("gpu", "must be a table with capabilities, named and optionally since")
     capabilities = tuple(_capability(c, "gpu.capabilities") for c in gpu["capabilities"] or [])
     if not capabilities:
         raise _fail("gpu.capabilities", "no compute capability listed")
@@ -244,16 +294,79 @@ def parse(text: str, source: str = SOURCE) -> CudaFacts:
         major, minor = _capability(entry["cc"], f"{where}.cc")
         if (major, minor) not in capabilities:
             raise _fail(f"{where}.cc", f"{entry['cc']!r} is not in gpu.capabilities")
-        gpus.append(Gpu(_str(entry["name"], f"{where}.name"), major, minor))
+        since = _since(gpu.get("since"), entry["cc"])
+        gpus.append(Gpu(_str(entry["name"], f"{where}.name"), major, minor, since))
     runners_ = raw.get("runners")
     if not isinstance(runners_, dict) or not runners_:
         raise _fail("runners", "must map CPU architectures to runner labels")
+    releases = _releases(raw.get("release"))
+    for gpu_ in gpus:
+        if gpu_.since is not None and releases and gpu_.since < releases[0].version:
+            raise _fail(f'gpu.since."{gpu_.major}.{gpu_.minor}"', "older than every [release]: leave it out")
+    for cc in gpu.get("since") or {}:
+        _capability(cc, "gpu.since")
     return CudaFacts(
         libraries,
         capabilities,
         tuple(gpus),
         {_str(k, "runners"): _str(v, f"runners.{k}") for k, v in runners_.items()},
+        releases,
+        _toolkit_extras(raw.get("toolkit_extras")),
     )
+
+
+def _since(table: object, cc: str) -> Version | None:
+    """``gpu.since["9.0"]``: the first release whose driver knows the GPU."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise _fail("gpu.since", "must map compute capabilities to CUDA releases")
+    return _version(table[cc], f'gpu.since."{cc}"') if cc in table else None
+
+
+def _version(text: object, where: str) -> Version:
+    m = _VERSION.match(_str(text, where))
+    if m is None:
+        raise _fail(where, f"{text!r} is not a version like '13.0'")
+    return int(m[1]), int(m[2])
+
+
+def _releases(raw: object) -> tuple[CudaRelease, ...]:
+    """``[release."X.Y"]`` tables, oldest first; PTX ISA versions never go down."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise _fail("release", 'must be tables [release."X.Y"]')
+    out: list[CudaRelease] = []
+    for key, value in raw.items():
+        where = f'release."{key}"'
+        version = _version(key, where)
+        if not isinstance(value, dict) or not {"ptx_isa"} <= set(value) <= {"ptx_isa", "driver"}:
+            raise _fail(where, "must be { ptx_isa } or { ptx_isa, driver }")
+        driver = value.get("driver")
+        if driver is not None and not _DRIVER.match(_str(driver, f"{where}.driver")):
+            raise _fail(f"{where}.driver", f"{driver!r} is not a driver version like '580.65.06'")
+        out.append(CudaRelease(version, _version(value["ptx_isa"], f"{where}.ptx_isa"), driver))
+    out.sort(key=lambda r: r.version)
+    for older, newer in itertools.pairwise(out):
+        if newer.ptx_isa < older.ptx_isa:
+            raise _fail(f'release."{newer.label}".ptx_isa', f"older than {older.label}'s")
+        if older.driver and newer.driver and _driver_key(newer.driver) < _driver_key(older.driver):
+            raise _fail(f'release."{newer.label}".driver', f"older than {older.label}'s")
+    return tuple(out)
+
+
+def _toolkit_extras(raw: object) -> Mapping[str, tuple[str, ...]]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise _fail("toolkit_extras", "must map extras to lists of package names")
+    out: dict[str, tuple[str, ...]] = {}
+    for extra, packages in raw.items():
+        if not isinstance(packages, list) or not packages:
+            raise _fail(f"toolkit_extras.{extra}", "must be a non-empty list of package names")
+        out[extra] = tuple(_str(p, f"toolkit_extras.{extra}") for p in packages)
+    return out
 
 
 @functools.cache

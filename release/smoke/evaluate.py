@@ -6,13 +6,17 @@ one table of CUDA's libraries.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from release.policy.matrix import Row
+from release.policy.model import Project
 from release.resources import cuda
+
+NO_CHECK = "no check computation (project.check is not set): import and library load only"
 
 
 @dataclass(frozen=True)
@@ -42,30 +46,80 @@ def loaded_cuda_runtime(loaded: Sequence[str]) -> list[str]:
     return sorted(out)
 
 
-def evaluate(row: Row, probe: Mapping[str, Any], cpp: Mapping[str, Any] | None = None) -> Outcome:
-    """Decide pass/fail from what the probe (and the C++ consumer) reported. Pure."""
+def _number(value: object) -> float | None:
+    """A finite int or float (not a boolean: ``False == 0.0`` must not pass a check), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _library_lines(row: Row, probe: Mapping[str, Any]) -> tuple[list[str], bool, int]:
+    """Lines on the shipped libraries that link a CUDA library, which the probe loaded after the
+    import; whether they all loaded (a missing CUDA driver excused); how many there are."""
+    shipped = probe.get("libraries")
+    if not isinstance(shipped, list):
+        return [], True, 0  # a report from before libraries were loaded: nothing to judge
     lines: list[str] = []
     ok = True
-    if probe.get("import") != "ok":
-        return Outcome(
-            False,
-            False,
-            (f"✗ import failed in a fresh venv: {probe.get('import')}",),
-            None,
-            None,
-            dict(probe),
+    loaded: list[str] = []
+    no_driver = not probe.get("gpus") and "libcuda.so" in str(probe.get("no_gpu_reason") or "")
+    for lib in shipped:
+        if not isinstance(lib, Mapping) or not isinstance(lib.get("member"), str):
+            ok = False
+            lines.append(f"✗ the probe reported a library it loaded as {lib!r}, not as member/needs/error")
+            continue
+        member, needs = lib["member"], ", ".join(str(n) for n in lib.get("needs") or ())
+        if lib.get("problem"):
+            ok = False
+            lines.append(f"✗ {member} could not be loaded: {lib['problem']}")
+        elif "error" not in lib:
+            ok = False
+            lines.append(f"✗ {member} (links {needs}) was not loaded: the probe stopped before it")
+        elif lib["error"] is None:
+            loaded.append(f"{member} ({needs})")
+        elif no_driver and "libcuda.so" in str(lib["error"]):
+            lines.append(
+                f"- {member} was not loaded: it needs the CUDA driver (libcuda.so.1), which this machine lacks"
+            )
+        else:
+            ok = False
+            lines.append(
+                f"✗ {member} (links {needs}) does not load after importing the package: {lib['error']}"
+            )
+    if loaded:
+        n = len(loaded)
+        lines.insert(
+            0,
+            f"✓ loaded the {'shipped library that links' if n == 1 else f'{n} shipped libraries that link'} "
+            f"a CUDA library, after the import: {'; '.join(loaded)}",
         )
-    lines.append(f"✓ installed and imported in a fresh Python {probe.get('python')} venv")
+    elif not shipped:
+        mark = "-" if row.is_cuda else "✓"
+        lines.append(f"{mark} no shipped library links a CUDA library")
+    return lines, ok, len(shipped)
+
+
+def _runtime_lines(
+    row: Row, probe: Mapping[str, Any], n_libraries: int
+) -> tuple[list[str], bool, str | None]:
+    """Where the CUDA runtime the process holds came from: the row's CUDA package, or nowhere
+    for a CPU row. (lines, ok, the first libcudart)."""
     site = str(probe.get("site"))
-    runtimes = loaded_cuda_runtime(probe.get("loaded", []))
-    libcudart = runtimes[0] if runtimes else None
+    runtimes = loaded_cuda_runtime([str(p) for p in probe.get("loaded") or []])
+    lines: list[str] = []
+    ok = True
     if row.is_cuda:
         wanted = [os.path.join(site, p.installs_to) for p in row.cuda_packages]
         if not runtimes:
             ok = False
-            lines.append(
-                "✗ no libcudart was loaded by importing the package; the CUDA wheel does not link the runtime"
+            how = (
+                f"by importing the package and loading its {n_libraries} shipped "
+                f"librar{'y' if n_libraries == 1 else 'ies'} that link CUDA"
+                if "libraries" in probe
+                else "by importing the package"
             )
+            lines.append(f"✗ no libcudart was loaded {how}; the CUDA wheel does not link the runtime")
         for rt in runtimes:
             if any(_within(rt, w) for w in wanted):
                 lines.append(f"✓ libcudart came from the environment's CUDA package: {rt}")
@@ -81,10 +135,80 @@ def evaluate(row: Row, probe: Mapping[str, Any], cpp: Mapping[str, Any] | None =
         lines.append(f"✗ the CPU wheel loaded a CUDA runtime: {', '.join(runtimes)}")
     else:
         lines.append("✓ CPU wheel: no CUDA runtime loaded")
+    return lines, ok, runtimes[0] if runtimes else None
+
+
+def judge_check(result: object, project: Project | None) -> tuple[bool, str]:
+    """The check's result against the CPU reference: exact unless the project sets
+    ``atol``/``rtol``; then ``max_abs_diff <= atol + rtol * max_abs_reference``. Pure."""
+    rtol, atol = (project.rtol, project.atol) if project is not None else (0.0, 0.0)
+    diff = _number(result.get("max_abs_diff")) if isinstance(result, Mapping) else None
+    if not isinstance(result, Mapping) or diff is None:
+        return False, (
+            f"✗ the check computation returned {result!r}; expected a dict with a number max_abs_diff "
+            "(the largest |result - CPU reference|)"
+        )
+    where = result.get("device") or result.get("backend")
+    if rtol == 0.0 and atol == 0.0:
+        if diff == 0.0:
+            return True, f"✓ check computation ran on {where}: max |diff| vs CPU reference = 0"
+        return False, (
+            f"✗ the check computation returned {result!r}; expected max_abs_diff == 0.0 "
+            "(exact: set project.atol or project.rtol in the policy for a tolerance)"
+        )
+    reference = _number(result.get("max_abs_reference")) if rtol else 0.0
+    if reference is None:
+        return False, (
+            f"✗ the check computation returned {result!r}; project.rtol needs it to report "
+            "max_abs_reference (the largest |CPU reference value|), or use project.atol alone"
+        )
+    bound = atol + rtol * abs(reference)
+    terms = f"atol {atol:g}" + (f" + rtol {rtol:g} x max |reference| {abs(reference):g}" if rtol else "")
+    if diff <= bound:
+        return (
+            True,
+            f"✓ check computation ran on {where}: max |diff| vs CPU reference = {diff:g} <= {bound:g} ({terms})",
+        )
+    return False, (
+        f"✗ the check computation returned {result!r}; max_abs_diff {diff:g} is over the tolerance "
+        f"{bound:g} ({terms})"
+    )
+
+
+def evaluate(
+    row: Row,
+    probe: Mapping[str, Any],
+    cpp: Mapping[str, Any] | None = None,
+    *,
+    project: Project | None = None,
+) -> Outcome:
+    """Decide pass/fail from what the probe (and the C++ consumer) reported. Pure.
+
+    ``project``: the policy's [project] table, for the check's tolerance (none: exact).
+    """
+    lines: list[str] = []
+    if probe.get("import") != "ok":
+        return Outcome(
+            False,
+            False,
+            (f"✗ import failed in a fresh venv: {probe.get('import')}",),
+            None,
+            None,
+            dict(probe),
+        )
+    lines.append(f"✓ installed and imported in a fresh Python {probe.get('python')} venv")
+    site = str(probe.get("site"))
+    library_lines, libraries_ok, n_libraries = _library_lines(row, probe)
+    runtime_lines, runtime_ok, libcudart = _runtime_lines(row, probe, n_libraries)
+    lines += library_lines + runtime_lines
+    ok = libraries_ok and runtime_ok
 
     executed = bool(probe.get("run_check"))
     skipped = None
-    if not executed:
+    if probe.get("no_check"):
+        skipped = NO_CHECK
+        lines.append(f"- {NO_CHECK}")
+    elif not executed:
         skipped = str(probe.get("no_gpu_reason") or "no GPU")
         lines.append(
             f"- no GPU here: execution skipped ({skipped}); install, import and library resolution were checked"
@@ -93,14 +217,9 @@ def evaluate(row: Row, probe: Mapping[str, Any], cpp: Mapping[str, Any] | None =
         ok = False
         lines.append(f"✗ the check computation failed: {probe['check_error']}")
     else:
-        result = probe.get("check")
-        diff = result.get("max_abs_diff") if isinstance(result, Mapping) else None
-        if diff == 0.0:
-            where = result.get("device") or result.get("backend") if isinstance(result, Mapping) else None
-            lines.append(f"✓ check computation ran on {where}: max |diff| vs CPU reference = 0")
-        else:
-            ok = False
-            lines.append(f"✗ the check computation returned {result!r}; expected max_abs_diff == 0.0")
+        passed, line = judge_check(probe.get("check"), project)
+        ok = ok and passed
+        lines.append(line)
     if "sdk_error" in probe:
         ok = False
         lines.append(f"✗ the SDK paths could not be read: {probe['sdk_error']}")

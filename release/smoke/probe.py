@@ -16,13 +16,14 @@ PHASE_MARK = "wheelwright-probe-phase: "  # on stderr before each phase: names w
 TRACEBACK_INDENT = "    "
 
 # Runs inside the fresh venv's interpreter, from PROBE_FILE.
-# argv: import_name, check "mod:func", sdk "mod:func"|"", variant.
+# argv: import_name, check "mod:func"|"" (none: import and library load only), sdk "mod:func"|"",
+# variant, libraries: a JSON file listing the shipped libraries to load after the import|"".
 PROBE = r"""
-import ctypes, faulthandler, importlib, json, sys, traceback
+import ctypes, faulthandler, importlib, json, re, sys, traceback
 faulthandler.enable()  # a crash in the project's code prints its Python stack to stderr
 HERE = __file__
 out = {"python": "%d.%d" % sys.version_info[:2], "site": None}
-import_name, check, sdk = sys.argv[1], sys.argv[2], sys.argv[3]
+import_name, check, sdk, variant, libraries = sys.argv[1:6]
 def phase(name):
     sys.stderr.write("wheelwright-probe-phase: " + name + "\n")
     sys.stderr.flush()
@@ -36,6 +37,14 @@ def project_traceback(exc):
 def call(spec):
     mod, _, fn = spec.partition(":")
     return getattr(importlib.import_module(mod), fn)()
+def maps():
+    found = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split(None, 5)
+            if len(parts) == 6 and ".so" in parts[5]:
+                found.add(parts[5].strip())
+    return sorted(found)
 phase("import " + import_name)
 try:
     mod = importlib.import_module(import_name)
@@ -47,13 +56,7 @@ except BaseException as exc:
     print(json.dumps(out)); sys.exit(0)
 import sysconfig
 out["site"] = sysconfig.get_paths()["purelib"]
-loaded = set()
-with open("/proc/self/maps") as f:
-    for line in f:
-        parts = line.split(None, 5)
-        if len(parts) == 6 and ".so" in parts[5]:
-            loaded.add(parts[5].strip())
-out["loaded"] = sorted(loaded)
+out["loaded_by_import"] = maps()
 gpu, reason = None, None
 try:
     cuda = ctypes.CDLL("libcuda.so.1")
@@ -67,10 +70,37 @@ try:
             reason = "the CUDA driver reports no GPU"
         else:
             gpu = n.value
+            dev, name, api = ctypes.c_int(0), ctypes.create_string_buffer(256), ctypes.c_int(0)
+            if cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0 and cuda.cuDeviceGetName(name, 256, dev) == 0:
+                out["gpu_name"] = name.value.decode(errors="replace")
+            if cuda.cuDriverGetVersion(ctypes.byref(api)) == 0:
+                out["driver_cuda"] = "%d.%d" % (api.value // 1000, api.value % 1000 // 10)
+            try:
+                with open("/proc/driver/nvidia/version") as f:
+                    m = re.search(r"Kernel Module(?:\s+for\s+\S+)?\s+([0-9]+(?:\.[0-9]+)+)", f.read())
+                out["driver_version"] = m.group(1) if m else None
+            except OSError:
+                out["driver_version"] = None
+            if not out["driver_version"] and out.get("driver_cuda"):
+                out["driver_version"] = "CUDA " + out["driver_cuda"] + " driver"
 except OSError:
     reason = "no CUDA driver (libcuda.so.1 cannot be loaded)"
 out["gpus"], out["no_gpu_reason"] = gpu, reason
-out["run_check"] = bool(gpu) or sys.argv[4] == "cpu"
+if libraries:
+    with open(libraries) as f:
+        shipped = json.load(f)
+    for lib in shipped:
+        if lib.get("problem"):
+            continue
+        phase("load " + lib["member"])
+        try:
+            ctypes.CDLL(lib["path"])
+            lib["error"] = None
+        except OSError as exc:
+            lib["error"] = str(exc)
+    out["libraries"] = shipped
+out["no_check"] = not check
+out["run_check"] = bool(check) and (bool(gpu) or variant == "cpu")
 if out["run_check"]:
     phase("run " + check)
     try:
@@ -85,6 +115,7 @@ if sdk:
     except BaseException as exc:
         out["sdk_error"] = error(exc)
         out["sdk_traceback"] = project_traceback(exc)
+out["loaded"] = maps()
 phase("report")
 print(json.dumps(out, default=str))
 """

@@ -43,6 +43,7 @@ from release.core.proc import Result, run
 from release.policy.matrix import Row
 from release.policy.model import Project
 from release.smoke.evaluate import Outcome, evaluate
+from release.smoke.libraries import LIBRARIES_FILE, cuda_linking
 from release.smoke.probe import (
     CPP_CONSUMER,
     PROBE,
@@ -181,12 +182,28 @@ def _install(
     *,
     index_url: str | None,
     extra_index_urls: Sequence[str],
-    wheelhouse: Wheelhouse | None,
+    wheelhouse: Wheelhouse | Path | None,
     env: Mapping[str, str],
     cwd: Path,
     limits: Timeouts,
 ) -> None:
-    """Install ``wheel`` and its dependencies: from the indexes, or from the wheelhouse."""
+    """Install ``wheel`` and its dependencies: from the indexes, from the (cached, filled on
+    demand) wheelhouse, or from a folder given as it is (a machine with no network)."""
+    if isinstance(wheelhouse, Path):
+        _log(row, f"pip install {wheel.name}, its dependencies from {wheelhouse} only (no index)")
+        args = install_args(wheel, None, index_url=None, find_links=[wheelhouse], no_index=True)
+        result = run(
+            [*pip, *args], env=env, cwd=cwd, check=False, timeout=limits.pip,
+            step=f"row {row.id}: smoke step 'pip install from {wheelhouse}'",
+        )  # fmt: skip
+        if result.returncode != 0:
+            said = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
+            raise StepFailed(
+                f"row {row.id}: {wheel.name} does not install from {wheelhouse} with no index:\n{said}\n"
+                f"put its dependencies there first, on a machine with network: pip download "
+                f"--only-binary=:all: --dest {wheelhouse} {wheel.name}"
+            )
+        return
     if wheelhouse is None:
         _log(row, f"pip install {wheel.name} and its dependencies")
         args = install_args(wheel, None, index_url=index_url, extra_index_urls=extra_index_urls)
@@ -211,18 +228,43 @@ def _install(
         fill(wheelhouse, wheel, row_id=row.id, download=download, install=from_wheelhouse)
 
 
+SITES = "import json, sysconfig; p = sysconfig.get_paths(); print(json.dumps([p['platlib'], p['purelib']]))"
+
+
+def _libraries(row: Row, wheel: Path, vpy: Path, tmp: Path, env: Mapping[str, str], limits: Timeouts) -> Path:
+    """The JSON file of the wheel's installed libraries that link a CUDA library, for the probe
+    to load after the import (:mod:`release.smoke.libraries`)."""
+    out = _step(row, "find site-packages", limits.venv, [str(vpy), "-c", SITES], env=env, cwd=tmp)
+    try:
+        sites = [Path(p) for p in json.loads(out.stdout.strip().splitlines()[-1])]
+    except (json.JSONDecodeError, IndexError, TypeError) as exc:
+        raise StepFailed(f"row {row.id}: the fresh venv did not say where site-packages is: {exc}") from None
+    shipped = cuda_linking(wheel, list(dict.fromkeys(sites)))
+    target = tmp / LIBRARIES_FILE
+    target.write_text(json.dumps([lib.to_json() for lib in shipped]), encoding="utf-8")
+    return target
+
+
 def _probe(
-    row: Row, project: Project, vpy: Path, tmp: Path, env: Mapping[str, str], limits: Timeouts
+    row: Row,
+    project: Project,
+    vpy: Path,
+    tmp: Path,
+    env: Mapping[str, str],
+    limits: Timeouts,
+    libraries: Path,
 ) -> dict[str, Any] | Outcome:
     """Run the probe from a file in the venv's folder: its report, or the failed Outcome of a
     probe that died before reporting (a crash in the project's code), with the project's frames."""
     script = tmp / PROBE_FILE
     script.write_text(PROBE, encoding="utf-8")
-    _log(row, f"importing {project.import_name} and running {project.check}")
+    doing = f"run {project.check}" if project.check else "load its libraries"
+    _log(row, f"importing {project.import_name}, loading its libraries that link CUDA"
+         + (f", running {project.check}" if project.check else " (no check is set)"))  # fmt: skip
+    argv = [str(vpy), str(script), project.import_name, project.check or "", project.sdk or "", row.variant]
     result = _step(
-        row, f"probe (import {project.import_name}, run {project.check})", limits.probe,
-        [str(vpy), str(script), project.import_name, project.check, project.sdk or "", row.variant],
-        env=env, cwd=tmp, check=False,
+        row, f"probe (import {project.import_name}, {doing})", limits.probe,
+        [*argv, str(libraries)], env=env, cwd=tmp, check=False,
     )  # fmt: skip
     lines = result.stdout.strip().splitlines()
     if result.returncode == 0 and lines:
@@ -249,14 +291,15 @@ def smoke_wheel(
     workdir: Path | None = None,
     env: Mapping[str, str] | None = None,
     timeouts: Timeouts | None = None,
-    wheelhouse: Wheelhouse | None = None,
+    wheelhouse: Wheelhouse | Path | None = None,
 ) -> Outcome:
     """Fresh venv with ``python``, install ``wheel`` and its dependencies, probe, judge.
 
     Every subprocess runs under ``timeouts`` (default :class:`Timeouts`, the probe's from
     ``WHEELWRIGHT_SMOKE_TIMEOUT`` in ``env``); a timeout is a StepFailed naming the row and step.
-    With ``wheelhouse`` the dependencies come from that folder (:mod:`release.smoke.wheelhouse`),
-    fetched from the same indexes once, instead of from the indexes for every row.
+    With a :class:`Wheelhouse` the dependencies come from its folder (:mod:`release.smoke.wheelhouse`),
+    fetched from the same indexes once, instead of from the indexes for every row; with a plain
+    folder (a GPU machine with no network) from that folder only, nothing fetched.
     """
     base = dict(os.environ if env is None else env)
     limits = timeouts or Timeouts(probe=probe_timeout(None, base))
@@ -271,7 +314,9 @@ def smoke_wheel(
             wheelhouse=wheelhouse, env=pip_env(base), cwd=tmp, limits=limits,
         )  # fmt: skip
         clean = {k: v for k, v in base.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME")}
-        probe = _probe(row, project, venv / "bin" / "python", tmp, clean, limits)
+        vpy = venv / "bin" / "python"
+        libraries = _libraries(row, wheel, vpy, tmp, clean, limits)
+        probe = _probe(row, project, vpy, tmp, clean, limits, libraries)
         if isinstance(probe, Outcome):
             return probe
         sdk = probe.get("sdk")
@@ -280,9 +325,11 @@ def smoke_wheel(
                 f"{project.sdk} returned {type(sdk).__name__}, not a dict of include_dir/lib_dir/libraries"
             )
         cpp = _cpp_consumer(row, sdk, tmp, clean, limits) if isinstance(sdk, dict) else None
-        outcome = evaluate(row, probe, cpp)
+        outcome = evaluate(row, probe, cpp, project=project)
         lines = with_tracebacks(outcome.lines, probe)
-        if wheelhouse is not None:
+        if isinstance(wheelhouse, Path):
+            lines = (*lines, f"- dependencies installed from {wheelhouse} only (no index)")
+        elif wheelhouse is not None:
             lines = (
                 *lines,
                 f"- dependencies installed from the smoke wheelhouse {wheelhouse.folder} (no index)",
@@ -323,10 +370,14 @@ def write_record(
     wheel: Path, row: Row, outcome: Outcome, *, policy_sha256: str, sha256: str | None = None
 ) -> Path:
     """``<wheel>.smoke.json`` beside the wheel, bound to its sha256 (``sha256``: the one its
-    audit record was checked against, so the record names the bytes that were audited)."""
+    audit record was checked against, so the record names the bytes that were audited), with
+    the probe's whole report as its evidence (:func:`release.records.smoke_evidence`): what a
+    production publish judges again before it trusts a GPU run."""
+    sha = sha256 or sha256_file(wheel)
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     record = records.SmokeRecord(
         wheel=wheel.name,
-        sha256=sha256 or sha256_file(wheel),
+        sha256=sha,
         policy_sha256=policy_sha256,
         row=row.id,
         variant=row.variant,
@@ -336,7 +387,8 @@ def write_record(
         libcudart=outcome.libcudart,
         lines=tuple(outcome.lines),
         check=outcome.details.get("check"),
-        at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        at=at,
+        evidence=records.smoke_evidence(outcome.details, sha256=sha, at=at),
     )
     return records.write(wheel, record)
 
@@ -352,7 +404,7 @@ def smoke_step(
     extra_index_urls: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     timeouts: Timeouts | None = None,
-    wheelhouse: Wheelhouse | None = None,
+    wheelhouse: Wheelhouse | Path | None = None,
 ) -> tuple[Outcome, Path]:
     """The smoke step of a row's wheel: its passing audit record first (bound to these bytes,
     this row and this policy), then a fresh smoke, then the smoke record. The old smoke record

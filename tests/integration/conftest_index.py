@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import datetime as dt
 import hashlib
 import socket
 import sys
@@ -44,6 +43,7 @@ from release.policy.model import Policy
 from release.policy.targets import IndexTarget, Target
 from release.publish.local_index import LocalIndex, local_index
 from release.smoke.evaluate import evaluate
+from release.smoke.run import write_record
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -180,36 +180,11 @@ def probe_report(row: Row, *, gpu: bool) -> dict[str, object]:
 
 
 def write_smoke_record(
-    wheel: Path,
-    row: Row,
-    *,
-    policy_sha256: str = POLICY_SHA256,
-    gpu: bool = False,
-    evidence: bool = True,
-    at: str | None = None,
+    wheel: Path, row: Row, *, policy_sha256: str = POLICY_SHA256, gpu: bool = False
 ) -> Path:
-    """A smoke record as the smoke step writes it: the verdict the smoke stage's own rules give
-    the probe's report, and (``evidence``) that report bound to the wheel's sha256 and time."""
-    probe = probe_report(row, gpu=gpu)
-    outcome = evaluate(row, probe)
-    sha = sha256_file(wheel)
-    when = at or dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    record = records.SmokeRecord(
-        wheel=wheel.name,
-        sha256=sha,
-        policy_sha256=policy_sha256,
-        row=row.id,
-        variant=row.variant,
-        passed=outcome.passed,
-        executed=outcome.executed,
-        skipped_reason=None if outcome.executed else outcome.skipped_reason,
-        libcudart=outcome.libcudart,
-        lines=outcome.lines,
-        check=probe.get("check"),
-        at=when,
-        evidence=records.smoke_evidence(probe, sha256=sha, at=when) if evidence else None,
-    )
-    return records.write(wheel, record)
+    """A smoke record as the smoke step writes it (release.smoke.run.write_record): the verdict the
+    smoke stage's own rules give probe_report's report, that report bound to the wheel's sha256."""
+    return write_record(wheel, row, evaluate(row, probe_report(row, gpu=gpu)), policy_sha256=policy_sha256)
 
 
 def release_wheel(

@@ -135,7 +135,7 @@ def test_text_report_of_the_good_wheel() -> None:
     )
     assert code == 0
     assert "  ✓ device code covers every claimed GPU architecture ['80', '90']" in out
-    assert "device code found, as an arch list: 8.0;9.0+PTX" in out
+    assert "device code found, as a claim: 8.0;9.0+PTX" in out
     assert re.search(r"H100 / H200 / GH200\s+9\.0\s+yes\s+native\s+native", out)
     assert "PASSED" in out
 
@@ -150,12 +150,50 @@ def test_several_wheels_worst_exit_code() -> None:
 
 def test_bad_arguments_are_bad_input() -> None:
     good = str(WHEELS / next(c for c in CASES if c["id"] == "fx_good_cu130")["wheel"])
-    policy = ["--policy", str(FIXTURES / "policy.toml")]
-    assert run_cli([good, *policy, "--gpu-archs", "8.0"])[0] == 2
+    policy = ["--policy", str(FIXTURES / "policy.toml"), "--no-record"]
     code, _, err = run_cli([good, *policy, "--variant", "cu130", "--gpu-archs", "8.0;9.0+ptx"])
     assert code == 2 and "'+PTX' in upper case" in err
     code, _, err = run_cli([good, *policy, "--row", "cu130-py31-x86_64"])
     assert code == 2 and "did you mean 'cu130-py312-x86_64'" in err
+    for args, message in (
+        (["--gpu-archs", "8.0", "--runs-on", "9.9"], "9.9 is not a real compute capability"),
+        (["--gpu-archs", "8.0", "--driver", "13.7"], "not a CUDA release wheelwright knows"),
+        (["--checks", "devicecode"], "did you mean 'device_code'"),
+        (["--gpu-archs", "libk.so=8.0 libk.so=9.0"], "two lists"),
+        (["--variant", "cuda13", "--gpu-archs", "8.0"], "not 'cpu' or a CUDA variant"),
+    ):
+        code, _, err = run_cli([good, *policy, *args])
+        assert code == 2 and message in err, (args, err)
+
+
+def test_gpu_arch_list_without_variant_is_a_standalone_claim() -> None:
+    good = str(WHEELS / next(c for c in CASES if c["id"] == "fx_good_cu130")["wheel"])
+    code, out, _ = run_cli([good, "--gpu-archs", "8.0;9.0+PTX", "--json", "--no-record"])
+    (result,) = json.loads(out)["results"]
+    assert code == 0 and result["standalone"] and result["train"] == "13.0", result["failed_checks"]
+    assert result["train_source"] == "its local version label +cu130"
+
+
+GPU = json.loads((WHEELS / "gpu" / "gpu.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("gpu_case", GPU["cases"], ids=[c["case"] for c in GPU["cases"]])
+def test_gpu_truth_case_prediction(gpu_case: dict[str, Any]) -> None:
+    """What the audit predicts for the lent H200 (9.0, a CUDA 13.0 driver), as docs/gpu-smoke.md records it."""
+    args = ["--variant", gpu_case["variant"], "--gpu-archs", gpu_case["claim"], "--driver", "13.0", "--runs-on", "9.0"]
+    code, out, err = run_cli([str(WHEELS / gpu_case["wheel"]), *args, "--json", "--no-record"])
+    assert code == gpu_case["exit"], err
+    (result,) = json.loads(out)["results"]
+    h200 = next(row for row in result["gpu_table"] if row["cc"] == "9.0")
+    assert h200["wheel"] == gpu_case["support_9_0"] and h200["driver"] == "13.0"
+
+
+@pytest.mark.parametrize("gpu_case", GPU["cases"], ids=[c["case"] for c in GPU["cases"]])
+def test_gpu_truth_case_policy_gates_the_smoke_step(gpu_case: dict[str, Any]) -> None:
+    """A gated case passes its row's audit (the smoke step runs it as it is); an unaudited one fails it."""
+    policy = WHEELS / gpu_case["policy"]
+    code, _, err = run_cli([str(WHEELS / gpu_case["wheel"]), "--policy", str(policy), "--no-record"])
+    assert code == (0 if gpu_case["gated"] else 1), err
 
 
 def test_record_written_and_accepted_by_publish(tmp_path: Path) -> None:
@@ -225,3 +263,26 @@ def test_wired_into_release_cli() -> None:
         timeout=120,
     )
     assert proc.returncode == 2 and "not a readable zip archive" in proc.stderr
+
+
+def test_every_fixtures_read_back_passes_when_fed_back() -> None:
+    """The claim the audit reads back from a wheel passes device_code and gpus when given back to it
+    (a library that cannot load, or whose device code cannot be read, passes nothing)."""
+    seen: set[str] = set()
+    checked = 0
+    for case in CASES:
+        if case["exit"] == 2 or case["wheel"] in seen:
+            continue
+        seen.add(case["wheel"])
+        wheel = str(WHEELS / case["wheel"])
+        code, out, _ = run_cli([wheel, "--runs-on", "8.0", "--checks", "libraries", "--json", "--no-record"])
+        first = json.loads(out)["results"][0]
+        claim = first["arch_list_found"]
+        if claim is None or "rdc_unlinked" in wheel or first["failed_checks"]:
+            continue  # nothing read back, a library that cannot load, a file that cannot be read
+        args = ["--gpu-archs", claim, "--allow", "embedded-device-code", "--checks", "device_code,gpus"]
+        code, out, err = run_cli([wheel, *args, "--json", "--no-record"])
+        result = json.loads(out)["results"][0]
+        assert code == 0, (case["wheel"], claim, [f["message"] for f in result["findings"] if not f["ok"]])
+        checked += 1
+    assert checked >= 30

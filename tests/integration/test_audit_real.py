@@ -22,7 +22,12 @@ from release.policy.load import load_policy
 pytestmark = [pytest.mark.integration, pytest.mark.network]
 
 ROOT = Path(__file__).resolve().parents[2]
-TORCH_ARCHS = "7.5;8.0;8.6;9.0;10.0;12.0"  # read back from the wheel: see docs/audit.md
+TORCH_ARCHS = "7.5;8.0;8.6;9.0;10.0;12.0"  # every translation unit of libtorch_cuda.so carries these
+TORCH_READ_BACK = (  # the claim the audit reads back: per library, exact, variants kept
+    "torch/lib/libtorch_cuda.so=7.5;8.0;8.6;8.9;9.0;9.0a;10.0;10.0a;10.3f;12.0;12.0a;12.1a "
+    "torch/lib/libtorch_cuda_linalg.so=8.0;8.6;9.0;10.0;12.0 "
+    "torch/lib/libtorch_nvshmem.so=7.5;8.0;8.6;9.0;10.0;12.0"
+)
 
 
 def cu130(archs: str | None) -> Expectation:
@@ -45,6 +50,9 @@ def test_nvtx_has_no_device_code() -> None:
 def test_cufile_links_system_rdma_libraries() -> None:
     result = audit_wheel(real_wheel("nvidia_cufile"), cu130("7.5;8.0;8.6+PTX"))
     assert result.arch_list_found == "7.5;8.0;8.6+PTX"
+    (item,) = result.inventory
+    ptx = next(e for e in item["entries"] if e["kind"] == "ptx")
+    assert (ptx["ptx_isa"], ptx["emitted_by"], ptx["compressed"]) == ("7.1", "CUDA 11.1", "lz4")
     platform = messages(result, "hygiene")
     assert platform and all("linux_x86_64 at best" in m and "libibverbs.so.1" in m for m in platform)
 
@@ -60,7 +68,7 @@ def test_cupti_tag_between_auditwheel_policies_is_honest() -> None:
 )
 def test_torch() -> None:
     result = audit_wheel(real_wheel("torch"), cu130(TORCH_ARCHS))
-    assert result.arch_list_found == TORCH_ARCHS
+    assert result.arch_list_found == TORCH_READ_BACK
     device = messages(result, "device_code")
     assert any(
         m.startswith("libtorch_cuda_linalg.so claims GPU architectures") and "needing ['75']" in m
@@ -71,8 +79,15 @@ def test_torch() -> None:
     assert any("T4 / RTX 20" in m for m in messages(result, "gpus"))
     hygiene = messages(result, "hygiene")
     assert hygiene == [
-        "the same ELF file is shipped 2 times under different names: torch/bin/protoc, torch/bin/protoc-3.21.12.0"
+        "the same ELF file is shipped 2 times under different names: torch/bin/protoc, torch/bin/protoc-3.21.12.0",
+        "torch/share/cmake/ATen/ATenConfig.cmake names a path of the build machine: "
+        "'set(ATEN_INCLUDE_DIR \"/tmp/tmpzagopw2n/wheel/platlib/torch/include\")'; it exists on no user's "
+        "machine: compute the path at run time or leave it out",
     ]
+    inventory = {item["library"]: item for item in result.inventory}
+    cuda = inventory["torch/lib/libtorch_cuda.so"]
+    assert cuda["units"]["total"] == 475 and cuda["units"]["without_kernels"] == 42
+    assert all(e["compressed"] == "zstd" for e in cuda["entries"])
     assert result.timings["total"] < 120
 
 

@@ -18,10 +18,11 @@ import shlex
 import shutil
 import stat
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from helpers_proc import assert_process_ends
+from helpers_rows import rows_by_id
 
 from release.build import engine as engine_module
 from release.build.engine import (
@@ -37,15 +38,14 @@ from release.build.python import find_python
 from release.build.run import build_row
 from release.core.errors import ToolError
 from release.core.machine import default_cache_dir
-from release.policy.load import load_policy
-from release.policy.matrix import Row, expand
+from release.policy.matrix import Row
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "rows.toml"
 PROJECT = ROOT / "examples" / "tinyaxpy"
-ROWS = {r.id: r for r in expand(load_policy(POLICY))}
+ROWS = rows_by_id(POLICY)
 CPU, CU126, CU132 = ROWS["cpu-py312-x86_64"], ROWS["cu126-py312-x86_64"], ROWS["cu132-py312-x86_64"]
 CACHE = default_cache_dir(os.environ)
 NO_DAEMON = "Cannot connect to the Docker daemon at unix:///fake.sock. Is the docker daemon running?"
@@ -263,32 +263,48 @@ def test_fake_engine_without_the_image_builds_on_the_host_and_pulls_nothing(
     assert not any("pull" in call for call in _calls(fake))
 
 
-def test_fake_engine_with_the_image_of_another_platform_builds_on_the_host(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("row", "platform", "said", "planned"),
+    [
+        pytest.param(
+            CPU,
+            "linux/arm64",
+            "docker has no local linux/amd64 copy of {image} (the local copy is linux/arm64)",
+            ("backend: host",),
+            id="another-platform-builds-on-the-host",
+        ),
+        pytest.param(
+            CU126,
+            "linux/amd64",
+            "docker holds {image} (linux/amd64) locally; building in the container",
+            (
+                "backend: container",
+                "CIBW_BUILD=cp312-manylinux_x86_64",
+                "CIBW_CONTAINER_ENGINE=docker",
+                "CIBW_MANYLINUX_X86_64_IMAGE={image}",
+                "-m cibuildwheel --platform linux --output-dir",
+            ),
+            id="the-image-builds-in-the-container",
+        ),
+    ],
+)
+def test_fake_engine_holding_the_image(
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    row: Row,
+    platform: str,
+    said: str,
+    planned: tuple[str, ...],
 ) -> None:
-    """cibuildwheel would pull over a local copy of another platform: auto does not use it."""
-    image = _image(CPU)
-    fake = _fake_engines(tmp_path / "bin", works="docker", images={image: "linux/arm64"})
-    _dry_run(CPU, _env(fake), tmp_path)
+    """auto builds in the container only with a local copy for the row's platform: cibuildwheel
+    would pull over a local copy of another platform, so auto does not use that one."""
+    image = _image(row)
+    fake = _fake_engines(tmp_path / "bin", works="docker", images={image: platform})
+    _dry_run(row, _env(fake), tmp_path)
     out, err = capfd.readouterr()
-    assert err.count(f"docker has no local linux/amd64 copy of {image} (the local copy is linux/arm64)") == 1
-    assert "backend: host" in out
-    assert not any("pull" in call for call in _calls(fake))
-
-
-def test_fake_engine_with_the_image_builds_in_the_container(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
-) -> None:
-    image = _image(CU126)
-    fake = _fake_engines(tmp_path / "bin", works="docker", images={image: "linux/amd64"})
-    _dry_run(CU126, _env(fake), tmp_path)
-    out, err = capfd.readouterr()
-    assert err.count(f"docker holds {image} (linux/amd64) locally; building in the container") == 1
-    assert "backend: container" in out
-    assert "CIBW_BUILD=cp312-manylinux_x86_64" in out
-    assert "CIBW_CONTAINER_ENGINE=docker" in out
-    assert f"CIBW_MANYLINUX_X86_64_IMAGE={image}" in out
-    assert "-m cibuildwheel --platform linux --output-dir" in out
+    assert err.count(said.format(image=image)) == 1
+    for line in planned:
+        assert line.format(image=image) in out
     assert not (tmp_path / "dist").exists()
     assert not any("pull" in call for call in _calls(fake))
 
@@ -316,15 +332,7 @@ def test_fake_engine_that_hangs_is_stopped_and_named(tmp_path: Path, monkeypatch
     probe = detect_engine(_env(folder))
     assert probe.engine is None
     # what the engine started was stopped with it
-    sleeper = int(pid_file.read_text())
-    for _ in range(50):
-        try:
-            os.kill(sleeper, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail(f"the engine's child {sleeper} outlived the timeout")
+    assert_process_ends(int(pid_file.read_text()), "the engine's child")
     assert probe.reasons == (
         f"docker info: `{script} info` timed out after 1 s and was stopped (with every process it started)",
         "podman: not installed",

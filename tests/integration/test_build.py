@@ -21,27 +21,28 @@ import inspect
 import json
 import os
 import stat
-import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_proc import assert_process_ends
+from helpers_rows import rows_by_id
 
 from release.audit.elf import read_elf
 from release.audit.fatbin import all_entries, has_device_code
+from release.build.output import BuiltWheel
 from release.build.run import build_row
 from release.core.errors import StepFailed, ToolError
 from release.core.machine import default_cache_dir
 from release.policy.archs import Arch
-from release.policy.load import load_policy
-from release.policy.matrix import Row, expand
+from release.policy.matrix import Row
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "rows.toml"
-ROWS = {r.id: r for r in expand(load_policy(POLICY))}
+ROWS = rows_by_id(POLICY)
 CACHE = default_cache_dir(os.environ)
 
 SASS_X86_13 = {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"}
@@ -135,6 +136,14 @@ def check_record(record: Path, wheel: Path, row: Row) -> dict[str, Any]:
     return data
 
 
+def host_build(row: Row, dist: Path, *, env: dict[str, str] | None = None, **kwargs: Any) -> list[BuiltWheel]:
+    """build_row with the host backend, this repo's policy and the shared cache."""
+    kwargs.setdefault("cache_dir", CACHE)
+    return build_row(
+        row, policy_path=POLICY, dist_dir=dist, backend="host", env=_env() if env is None else env, **kwargs
+    )
+
+
 def dist_files(dist: Path) -> list[Path]:
     return sorted(p for p in dist.rglob("*") if p.is_file()) if dist.exists() else []
 
@@ -148,15 +157,7 @@ def test_cu130_with_host_nvcc_then_py313_reuses_the_kernels(
 ) -> None:
     dist, kernels = tmp_path / "dist", tmp_path / "kernels"
     row = ROWS["cu130-py312-x86_64"]
-    (rec,) = build_row(
-        row,
-        policy_path=POLICY,
-        dist_dir=dist,
-        cache_dir=CACHE,
-        backend="host",
-        env=_env(),
-        kernel_cache=kernels,
-    )
+    (rec,) = host_build(row, dist, kernel_cache=kernels)
     err = capfd.readouterr().err
     assert "==> [cu130-py312-x86_64] compiling..." in err
     assert "kernel cache miss" in err
@@ -170,15 +171,7 @@ def test_cu130_with_host_nvcc_then_py313_reuses_the_kernels(
 
     # the next Python of the train compiles no device code
     row13 = ROWS["cu130-py313-x86_64"]
-    (rec13,) = build_row(
-        row13,
-        policy_path=POLICY,
-        dist_dir=dist,
-        cache_dir=CACHE,
-        backend="host",
-        env=_env(),
-        kernel_cache=kernels,
-    )
+    (rec13,) = host_build(row13, dist, kernel_cache=kernels)
     assert "kernel cache hit" in capfd.readouterr().err
     assert rec13.wheel.name == "tinyaxpy-0.3.0+cu130-cp313-cp313-manylinux_2_28_x86_64.whl"
     facts13 = inspect_wheel(rec13.wheel, tmp_path / "x313")
@@ -196,15 +189,7 @@ def test_cu130_with_host_nvcc_then_py313_reuses_the_kernels(
     older = dist / "cu130" / "tinyaxpy-0.2.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
     older.write_bytes(b"old")
     older.with_name(older.name + ".smoke.json").write_text("{}")
-    (again,) = build_row(
-        row,
-        policy_path=POLICY,
-        dist_dir=dist,
-        cache_dir=CACHE,
-        backend="host",
-        env=_env(),
-        kernel_cache=kernels,
-    )
+    (again,) = host_build(row, dist, kernel_cache=kernels)
     assert again.wheel == rec.wheel
     assert sorted(p.name for p in dist_files(dist)) == sorted(
         [rec.wheel.name, rec.record.name, rec13.wheel.name, rec13.record.name]
@@ -216,15 +201,7 @@ def test_cu132_with_the_pinned_pypi_toolchain(tmp_path: Path) -> None:
     """No 13.2 on this machine: the row's pins are installed once into the cache and used."""
     dist = tmp_path / "dist"
     row = ROWS["cu132-py312-x86_64"]
-    (rec,) = build_row(
-        row,
-        policy_path=POLICY,
-        dist_dir=dist,
-        cache_dir=CACHE,
-        backend="host",
-        env=_env(),
-        kernel_cache=tmp_path / "kernels",
-    )
+    (rec,) = host_build(row, dist, kernel_cache=tmp_path / "kernels")
     assert rec.wheel.name == "tinyaxpy-0.3.0+cu132-cp312-cp312-manylinux_2_28_x86_64.whl"
     data = check_record(rec.record, rec.wheel, row)
     toolchain = data["toolchain"]
@@ -261,15 +238,7 @@ def test_cpu_row_gives_a_cpu_wheel_on_a_machine_with_nvcc(tmp_path: Path) -> Non
             env["CUDA_HOME"] = str(probe.cuda_home)
     dist = tmp_path / "dist"
     row = ROWS["cpu-py312-x86_64"]
-    (rec,) = build_row(
-        row,
-        policy_path=POLICY,
-        dist_dir=dist,
-        cache_dir=CACHE,
-        backend="host",
-        env=env,
-        kernel_cache=tmp_path / "k",
-    )
+    (rec,) = host_build(row, dist, env=env, kernel_cache=tmp_path / "k")
     assert rec.wheel == dist / "cpu" / "tinyaxpy-0.3.0-cp312-cp312-manylinux_2_28_x86_64.whl"
     data = check_record(rec.record, rec.wheel, row)
     assert data["toolchain"] is None and data["torch_cuda_arch_list"] is None
@@ -293,14 +262,7 @@ def test_cu126_without_a_toolkit_fails_naming_what_it_needs(tmp_path: Path) -> N
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     with pytest.raises(ToolError) as info:
-        build_row(
-            ROWS["cu126-py312-x86_64"],
-            policy_path=POLICY,
-            dist_dir=dist,
-            cache_dir=CACHE,
-            backend="host",
-            env=_env(TMPDIR=str(tmp)),
-        )
+        host_build(ROWS["cu126-py312-x86_64"], dist, env=_env(TMPDIR=str(tmp)))
     text = str(info.value)
     assert "row cu126-py312-x86_64 needs a CUDA 12.6 toolchain" in text
     assert "CUDA_HOME is not set" in text
@@ -320,15 +282,7 @@ def test_a_failed_compile_leaves_nothing_in_dist(tmp_path: Path, keep: bool) -> 
     tmp.mkdir()
     env = _env(TMPDIR=str(tmp), **({"WHEELWRIGHT_KEEP_TMP": "1"} if keep else {}))
     with pytest.raises(StepFailed) as info:
-        build_row(
-            row,
-            policy_path=POLICY,
-            dist_dir=dist,
-            cache_dir=CACHE,
-            backend="host",
-            env=env,
-            kernel_cache=tmp_path / "k",
-        )
+        host_build(row, dist, env=env, kernel_cache=tmp_path / "k")
     text = str(info.value)
     assert "row cu130-py312-x86_64: compiling failed" in text
     assert "compute_50" in text
@@ -359,15 +313,7 @@ def test_a_wheel_of_another_variant_is_refused(tmp_path: Path) -> None:
 
 def test_dry_run_of_a_pypi_row_installs_nothing(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     cache = tmp_path / "cache"
-    build_row(
-        ROWS["cu132-py312-x86_64"],
-        policy_path=POLICY,
-        dist_dir=tmp_path / "dist",
-        cache_dir=cache,
-        backend="host",
-        dry_run=True,
-        env=_env(),
-    )
+    host_build(ROWS["cu132-py312-x86_64"], tmp_path / "dist", cache_dir=cache, dry_run=True)
     out = capfd.readouterr().out
     assert "install nvidia-cuda-nvcc==13.2.86" in out
     assert "CUDA 13.2.86 from pinned PyPI wheels" in out
@@ -444,16 +390,7 @@ def test_a_command_past_its_limit_is_stopped_with_what_it_started(tmp_path: Path
         f"row r: probing: `{script}` timed out after 1 s and was stopped (with every process it started)"
     )
     assert info.value.return_code == 4
-    child = int(pid_file.read_text())
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail(f"{script}'s child {child} outlived its timeout")
+    assert_process_ends(int(pid_file.read_text()), f"{script}'s child")
     with pytest.raises(StepFailed, match=r"^running sleep: `\S+/sleep 5` timed out after 0.2 s"):
         proc.run(["sleep", "5"], timeout=0.2)
     # every command has a limit unless its caller lifts it (only builds do)

@@ -19,18 +19,16 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers_rows import rows_by_id
 
 from release.audit.elf import read_elf
-from release.build.contract import ContractError, apply_contract, row_contract
+from release.build.contract import ContractError, Fix, apply_contract, row_contract
 from release.build.python import ensure_patchelf, find_python
 from release.core.machine import default_cache_dir
-from release.policy.load import load_policy
-from release.policy.matrix import expand
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
-ROWS = {r.id: r for r in expand(load_policy(ROOT / "rows.toml"))}
+ROWS = rows_by_id()
 CACHE = default_cache_dir(os.environ)
 TOOLKIT = Path("/usr/local/cuda-13.0")
 HAS_TOOLKIT = (TOOLKIT / "lib64" / "libcudart.so").exists() and (TOOLKIT / "bin" / "nvcc").is_file()
@@ -43,6 +41,11 @@ EPOCH = 1700000000
 def _run(argv: list[str], cwd: Path) -> None:
     result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, timeout=300)
     assert result.returncode == 0, result.stderr
+
+
+def apply_row_contract(wheel: Path, row_id: str, work: Path, patchelf: Path) -> tuple[Path, Fix]:
+    """apply_contract with the contract of the repository's row ``row_id``, at EPOCH."""
+    return apply_contract(wheel, row_contract(ROWS[row_id]), work=work, patchelf=patchelf, epoch=EPOCH)
 
 
 def stub(folder: Path, soname: str) -> None:
@@ -180,9 +183,7 @@ def test_a_plain_wheel_is_brought_to_the_contract_and_stays_there(tmp_path: Path
 def test_a_data_folder_is_renamed_and_its_libraries_placed(tmp_path: Path, patchelf: Path) -> None:
     lib = library(tmp_path, "libk", links=["cudart"], libdirs=[TOOLKIT / "lib64"])
     wheel = make_wheel(tmp_path, files={"pkg-0.1.0.data/platlib/pkg/libk.so": lib.read_bytes()})
-    fixed, fix = apply_contract(
-        wheel, row_contract(ROWS["cu130-py312-x86_64"]), work=tmp_path / "w", patchelf=patchelf, epoch=EPOCH
-    )
+    fixed, fix = apply_row_contract(wheel, "cu130-py312-x86_64", tmp_path / "w", patchelf)
     contents = check_record(fixed)
     assert "pkg-0.1.0+cu130.data/platlib/pkg/libk.so" in contents
     assert fix.runpaths == (("pkg-0.1.0.data/platlib/pkg/libk.so", ("$ORIGIN/../nvidia/cu13/lib",)),)
@@ -212,13 +213,7 @@ def test_a_statically_linked_runtime_is_refused_naming_the_library(tmp_path: Pat
     assert not any(n.startswith("libcudart") for n in read_elf(out).needed)
     wheel = make_wheel(tmp_path, files={"pkg/libstatic.so": out.read_bytes()})
     with pytest.raises(ContractError) as info:
-        apply_contract(
-            wheel,
-            row_contract(ROWS["cu130-py312-x86_64"]),
-            work=tmp_path / "w",
-            patchelf=patchelf,
-            epoch=EPOCH,
-        )
+        apply_row_contract(wheel, "cu130-py312-x86_64", tmp_path / "w", patchelf)
     assert "pkg/libstatic.so links the CUDA runtime statically" in str(info.value)
     assert info.value.return_code == 4
 
@@ -231,13 +226,7 @@ def test_a_cuda_library_no_package_provides_is_refused(tmp_path: Path, patchelf:
     with pytest.raises(
         ContractError, match=r"pkg/libk.so needs libcudla.so.1 \(cuDLA\), which no pip package provides"
     ):
-        apply_contract(
-            wheel,
-            row_contract(ROWS["cu130-py312-x86_64"]),
-            work=tmp_path / "w",
-            patchelf=patchelf,
-            epoch=EPOCH,
-        )
+        apply_row_contract(wheel, "cu130-py312-x86_64", tmp_path / "w", patchelf)
 
 
 def test_a_runtime_of_another_cuda_major_is_refused(tmp_path: Path, patchelf: Path) -> None:
@@ -248,17 +237,9 @@ def test_a_runtime_of_another_cuda_major_is_refused(tmp_path: Path, patchelf: Pa
         ContractError,
         match=r"pkg/libk.so needs the CUDA runtime of CUDA 12 .*row cu130-py312-x86_64 is CUDA 13.0",
     ):
-        apply_contract(
-            wheel,
-            row_contract(ROWS["cu130-py312-x86_64"]),
-            work=tmp_path / "w",
-            patchelf=patchelf,
-            epoch=EPOCH,
-        )
+        apply_row_contract(wheel, "cu130-py312-x86_64", tmp_path / "w", patchelf)
     # the same library is what a cu126 wheel should hold: it gets the CUDA 12 package's folder
-    fixed, fix = apply_contract(
-        wheel, row_contract(ROWS["cu126-py312-x86_64"]), work=tmp_path / "w12", patchelf=patchelf, epoch=EPOCH
-    )
+    fixed, fix = apply_row_contract(wheel, "cu126-py312-x86_64", tmp_path / "w12", patchelf)
     assert fixed.name.startswith("pkg-0.1.0+cu126-") and fix.requires == ("nvidia-cuda-runtime-cu12==12.6.*",)
     assert fix.runpaths == (("pkg/libk.so", ("$ORIGIN/../nvidia/cuda_runtime/lib",)),)
 
@@ -268,12 +249,8 @@ def test_a_cpu_wheel_that_needs_cuda_is_refused(tmp_path: Path, patchelf: Path) 
     lib = library(tmp_path, "libk", links=["cudart"], libdirs=[tmp_path / "stubs"])
     wheel = make_wheel(tmp_path, files={"pkg/libk.so": lib.read_bytes()})
     with pytest.raises(ContractError, match="a CPU wheel needs no CUDA library"):
-        apply_contract(
-            wheel, row_contract(ROWS["cpu-py312-x86_64"]), work=tmp_path / "w", patchelf=patchelf, epoch=EPOCH
-        )
+        apply_row_contract(wheel, "cpu-py312-x86_64", tmp_path / "w", patchelf)
     (tmp_path / "plain").mkdir()
     plain = make_wheel(tmp_path / "plain", files={"pkg/x.py": b""})
-    kept, fix = apply_contract(
-        plain, row_contract(ROWS["cpu-py312-x86_64"]), work=tmp_path / "w2", patchelf=patchelf, epoch=EPOCH
-    )
+    kept, fix = apply_row_contract(plain, "cpu-py312-x86_64", tmp_path / "w2", patchelf)
     assert kept == plain and not fix.needed

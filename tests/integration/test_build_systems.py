@@ -21,6 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers_rows import rows_by_id
 
 from release.audit.elf import read_elf
 from release.audit.fatbin import all_entries, has_device_code
@@ -29,8 +30,7 @@ from release.build.run import build_row
 from release.core.errors import InputError
 from release.core.machine import default_cache_dir
 from release.policy.archs import parse_arch_list
-from release.policy.load import load_policy
-from release.policy.matrix import Row, expand
+from release.policy.matrix import Row
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]
 
@@ -44,20 +44,24 @@ HOST_MANYLINUX = "manylinux_{}_{}".format(
 
 # --------------------------------------------------------------------------- the packages
 
+
+def pyproject_toml(name: str, version: str, requires: list[str], backend: str, tail: str = "") -> str:
+    """A package author's pyproject.toml: its [build-system] and [project], then ``tail``."""
+    listed = ", ".join(f'"{r}"' for r in requires)
+    return (
+        f'[build-system]\nrequires = [{listed}]\nbuild-backend = "{backend}"\n\n'
+        f'[project]\nname = "{name}"\nversion = "{version}"\nrequires-python = ">=3.10"\n'
+    ) + tail
+
+
 SKBUILD = {
-    "pyproject.toml": """\
-[build-system]
-requires = ["scikit-build-core>=0.10"]
-build-backend = "scikit_build_core.build"
-
-[project]
-name = "probecuda"
-version = "0.1.0"
-requires-python = ">=3.10"
-
-[tool.scikit-build]
-minimum-version = "build-system.requires"
-""",
+    "pyproject.toml": pyproject_toml(
+        "probecuda",
+        "0.1.0",
+        ["scikit-build-core>=0.10"],
+        "scikit_build_core.build",
+        '\n[tool.scikit-build]\nminimum-version = "build-system.requires"\n',
+    ),
     "CMakeLists.txt": """\
 cmake_minimum_required(VERSION 3.18...3.31)
 project(probecuda LANGUAGES CXX)
@@ -87,16 +91,9 @@ def _lib():  # loaded on first use, not on import
 }
 
 PYBIND = {
-    "pyproject.toml": """\
-[build-system]
-requires = ["setuptools>=64", "pybind11>=2.12"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "pybindprobe"
-version = "0.2.0"
-requires-python = ">=3.10"
-""",
+    "pyproject.toml": pyproject_toml(
+        "pybindprobe", "0.2.0", ["setuptools>=64", "pybind11>=2.12"], "setuptools.build_meta"
+    ),
     "setup.py": """\
 import shutil
 from pathlib import Path
@@ -119,16 +116,7 @@ setup(
 }
 
 MESON = {
-    "pyproject.toml": """\
-[build-system]
-requires = ["meson-python>=0.15"]
-build-backend = "mesonpy"
-
-[project]
-name = "mesonprobe"
-version = "0.3.0"
-requires-python = ">=3.10"
-""",
+    "pyproject.toml": pyproject_toml("mesonprobe", "0.3.0", ["meson-python>=0.15"], "mesonpy"),
     "meson.build": """\
 project('mesonprobe', 'c', version: '0.3.0')
 py = import('python').find_installation(pure: false)
@@ -170,7 +158,7 @@ def make_policy(folder: Path, name: str, *, manylinux: str = "manylinux_2_28") -
 
 
 def rows(policy: Path) -> dict[str, Row]:
-    return {r.id: r for r in expand(load_policy(policy))}
+    return rows_by_id(policy)
 
 
 def hostile_env(tmp_path: Path, **extra: str) -> dict[str, str]:

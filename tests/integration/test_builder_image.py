@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers_rows import rows_by_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
@@ -217,8 +218,8 @@ def test_the_standin_policy_replaces_exactly_one_trains_image(tmp_path: Path) ->
     out.write_text(
         standin_policy_text(text, "pytorch/manylinux2_28-builder:cuda13.0", "localhost/x:1", "rows.toml")
     )
-    rows = {r.id: r for r in expand(load_policy(out))}
-    original = {r.id: r for r in expand(load_policy(ROOT / "rows.toml"))}
+    rows = rows_by_id(out)
+    original = rows_by_id()
     assert rows["cu130-py312-x86_64"].builder_image == "localhost/x:1"
     changed = {i for i in rows if rows[i] != original[i]}
     assert changed == {i for i in rows if i.startswith("cu130-") and i.endswith("x86_64")}

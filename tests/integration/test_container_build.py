@@ -23,8 +23,10 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers_rows import rows_by_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
@@ -55,7 +57,7 @@ if PROBE.engine is None:
         "the host-build tests still run (tests/integration/test_build.py)",
         allow_module_level=True,
     )
-ROWS = {r.id: r for r in expand(load_policy(POLICY))}
+ROWS = rows_by_id(POLICY)
 SASS = {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"}
 
 
@@ -109,6 +111,18 @@ def _row(policy: Path, row_id: str) -> Row:
     return next(r for r in expand(load_policy(policy)) if r.id == row_id)
 
 
+def _tinyaxpy(policy: Path, dist: Path, backend: str = "container") -> dict[str, Any]:
+    """build_row's and plan_row's options for tinyaxpy under ``policy`` into ``dist``."""
+    return {
+        "policy_path": policy,
+        "dist_dir": dist,
+        "cache_dir": CACHE,
+        "project_dir": PROJECT,
+        "backend": backend,
+        "env": ENV,
+    }
+
+
 def test_the_standin_run_uses_the_options_ci_generates(tmp_path: Path, image: mbi.Image, python: str) -> None:
     row_id = f"cu130-py{python.replace('.', '')}-x86_64"
     real, standin = ROWS[row_id], _row(standin_policy(tmp_path, image), row_id)
@@ -123,15 +137,7 @@ def test_the_standin_run_uses_the_options_ci_generates(tmp_path: Path, image: mb
     differ = {k for k in ci if ours.get(k) != ci[k]}
     assert differ == {"CIBW_MANYLINUX_X86_64_IMAGE", "CIBW_BEFORE_ALL_LINUX"}
     assert {k: v.replace(image.tag, real.builder_image) for k, v in ours.items()} == ci
-    plan = plan_row(
-        standin,
-        policy_path=tmp_path / "rows.toml",
-        dist_dir=tmp_path / "dist",
-        cache_dir=CACHE,
-        project_dir=PROJECT,
-        backend="container",
-        env=ENV,
-    )
+    plan = plan_row(standin, **_tinyaxpy(tmp_path / "rows.toml", tmp_path / "dist"))
     assert plan.backend == "container" and plan.cibuildwheel["CIBW_CONTAINER_ENGINE"] == PROBE.engine
     assert plan.cibuildwheel["CIBW_MANYLINUX_X86_64_IMAGE"] == image.tag
 
@@ -141,15 +147,7 @@ def test_cibuildwheel_builds_cu130_in_the_standin_and_it_matches_the_host_build(
 ) -> None:
     row_id = f"cu130-py{python.replace('.', '')}-x86_64"
     policy = standin_policy(tmp_path, image)
-    (built,) = build_row(
-        _row(policy, row_id),
-        policy_path=policy,
-        dist_dir=tmp_path / "dist-container",
-        cache_dir=CACHE,
-        project_dir=PROJECT,
-        backend="container",
-        env=ENV,
-    )
+    (built,) = build_row(_row(policy, row_id), **_tinyaxpy(policy, tmp_path / "dist-container"))
     wheel = built.wheel
     assert (
         wheel.name
@@ -182,14 +180,7 @@ def test_cibuildwheel_builds_cu130_in_the_standin_and_it_matches_the_host_build(
     assert "device code covers every claimed GPU architecture" in audit.stdout
 
     (host,) = build_row(
-        ROWS[row_id],
-        policy_path=POLICY,
-        dist_dir=tmp_path / "dist-host",
-        cache_dir=CACHE,
-        project_dir=PROJECT,
-        backend="host",
-        env=ENV,
-        kernel_cache=tmp_path / "kernels",
+        ROWS[row_id], **_tinyaxpy(POLICY, tmp_path / "dist-host", "host"), kernel_cache=tmp_path / "kernels"
     )
     assert host.wheel.name == wheel.name
     c, h = facts(wheel, tmp_path / "c"), facts(host.wheel, tmp_path / "h")
@@ -208,15 +199,7 @@ def test_a_row_whose_image_has_another_cuda_stops_before_compiling(
     row_id = f"cu132-py{python.replace('.', '')}-x86_64"
     policy = standin_policy(tmp_path, image, train="13.2")
     with pytest.raises(StepFailed, match=f"row {row_id}: the container build failed"):
-        build_row(
-            _row(policy, row_id),
-            policy_path=policy,
-            dist_dir=tmp_path / "dist",
-            cache_dir=CACHE,
-            project_dir=PROJECT,
-            backend="container",
-            env=ENV,
-        )
+        build_row(_row(policy, row_id), **_tinyaxpy(policy, tmp_path / "dist"))
     out = capfd.readouterr()
     assert f"wheelwright: {image.tag} has no CUDA 13.2 nvcc at /usr/local/cuda/bin/nvcc" in out.out + out.err
     assert "Building wheel..." not in out.out + out.err

@@ -29,6 +29,7 @@ from release.audit.cuobjdump import (
     ensure_cuobjdump,
     expected_listing,
     find_cuobjdump,
+    header_dump,
     list_device_code,
     parse_listing,
 )
@@ -510,3 +511,57 @@ def test_fatbin_error_names_file_and_offset(built: dict[str, Path], tmp_path: Pa
         match=rf"libbroken\.so: malformed \.nv_fatbin at file offset {entry.offset:#x}: unknown entry kind 127",
     ):
         read_fatbins(lib)
+
+
+# ------------------------------------------------ relocatable device code, PTX ISA, compression
+
+
+def _nvcc(nvcc: Path, out: Path, *args: str | Path) -> None:
+    proc.run([nvcc, *args], cwd=out, timeout=300)
+
+
+@pytest.mark.network
+def test_relocatable_device_code_as_cuobjdump_reads_it(cuobjdump: Path, tmp_path: Path) -> None:
+    """``-rdc=true`` without a device link leaves only ``__nv_relfatbin``; cuobjdump reads it then, and
+    only the executable ``.nv_fatbin`` once the library is device-linked (``-all``: both)."""
+    if not os.access(NVCC, os.X_OK):
+        pytest.skip(f"no nvcc at {NVCC}")
+    src = tmp_path / "k.cu"
+    src.write_text(KERNEL)
+    flags = (*gencode("compute_80", "sm_80"), *gencode("compute_90", "[sm_90,compute_90]"))
+    _nvcc(NVCC, tmp_path, "-rdc=true", "-c", "-Xcompiler", "-fPIC", *flags, src, "-o", tmp_path / "k.o")
+    unlinked = tmp_path / "libunlinked.so"
+    proc.run(["g++", "-shared", tmp_path / "k.o", "-o", unlinked], timeout=120)
+    linked = tmp_path / "liblinked.so"
+    _nvcc(NVCC, tmp_path, "-shared", "-rdc=true", *gencode("compute_80", "sm_80"), *gencode("compute_90", "sm_90"),
+          tmp_path / "k.o", "-o", linked)  # fmt: skip
+    assert has_device_code(unlinked) and read_fatbins(unlinked) == ()
+    reloc = read_fatbins(unlinked, relocatable=True)
+    assert {e.name for fb in reloc for e in fb.entries} == {"sm_80", "sm_90", "compute_90"}
+    assert all(fb.relocatable for fb in reloc)
+    assert {e.name for fb in read_fatbins(linked) for e in fb.entries} == {"sm_80", "sm_90"}  # the link drops PTX
+    for lib in (unlinked, linked):
+        check = cross_check(lib, cuobjdump=cuobjdump)
+        assert check.differences() == [] and check.ours, lib.name
+
+
+@pytest.mark.network
+def test_ptx_isa_and_compression_match_the_header_dump(cuobjdump: Path, tmp_path: Path) -> None:
+    """nvcc 13.0 writes PTX ISA 9.0, 13.2 writes 9.2 (cuobjdump's ``code version``); PTX is zstd-compressed."""
+    toolkits = [(NVCC, (9, 0))]
+    cuda132 = default_cache_dir(os.environ) / "cuda-13.2.86" / "nvidia" / "cu13" / "bin" / "nvcc"
+    if cuda132.is_file():
+        toolkits.append((cuda132, (9, 2)))
+    for nvcc, isa in toolkits:
+        if not os.access(nvcc, os.X_OK):
+            pytest.skip(f"no nvcc at {nvcc}")
+        out = tmp_path / f"{isa[0]}{isa[1]}"
+        out.mkdir()
+        src = out / "k.cu"
+        src.write_text(KERNEL)
+        lib = out / "libk.so"
+        _nvcc(nvcc, out, "-shared", "-Xcompiler", "-fPIC", *gencode("compute_80", "[sm_80,compute_80]"), src, "-o", lib)
+        ptx = [e for e in all_entries(lib) if e.kind == "ptx"]
+        assert [(e.ptx_isa, e.compression) for e in ptx] == [(isa, "zstd")]
+        assert cross_check(lib, cuobjdump=cuobjdump).differences() == []
+        assert [h for h in header_dump(lib, cuobjdump=cuobjdump) if h[0] == "ptx"] == [("ptx", "sm_80", isa, True)]

@@ -9,10 +9,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers_proc import python_m
+from helpers_repo import commit_all, copy_example
 
 from release.core.machine import host_platform
 
@@ -24,23 +25,10 @@ HOST = host_platform()
 pytestmark = pytest.mark.integration
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True, capture_output=True
-    )
-
-
 def _repo(tmp_path: Path, *, unclaimed_arch: bool = False) -> Path:
     """A committed copy of the policy and the example; ``unclaimed_arch``: its build also compiles
     for sm_87, an architecture the row does not claim (the audit must fail it)."""
-    repo = tmp_path / "repo"
-    shutil.copytree(
-        ROOT / "examples" / "tinyaxpy",
-        repo / "examples" / "tinyaxpy",
-        ignore=shutil.ignore_patterns("build", "dist", "*.egg-info"),
-    )
-    shutil.copy2(ROOT / "rows.toml", repo / "rows.toml")
-    (repo / ".gitignore").write_text("dist/\n.wheelwright/\n")
+    repo = copy_example(tmp_path / "repo")
     if unclaimed_arch:
         setup = repo / "examples" / "tinyaxpy" / "setup.py"
         text = setup.read_text()
@@ -51,23 +39,12 @@ def _repo(tmp_path: Path, *, unclaimed_arch: bool = False) -> Path:
                 '*gencode_flags(cfg.archs), "-gencode", "arch=compute_87,code=sm_87",',
             )
         )
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "fixture")
-    return repo
+    return commit_all(repo)
 
 
 def _run(cwd: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
-    return subprocess.run(
-        [sys.executable, "-m", "release", *args],
-        cwd=cwd,
-        env={**clean, "PYTHONPATH": str(ROOT), **env},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=900,
-    )
+    return python_m("release", *args, cwd=cwd, env={**clean, "PYTHONPATH": str(ROOT), **env}, timeout=900)
 
 
 def _groups(stderr: str) -> list[tuple[str, list[str]]]:

@@ -11,7 +11,6 @@ included, still plan (and list through nox) quickly.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import resource
@@ -22,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from helpers_scripts import load_script
 
 pytestmark = pytest.mark.integration
 
@@ -33,14 +33,7 @@ MEMORY_BYTES = 2 << 30
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "make_bad_policies", ROOT / "scripts" / "make_bad_policies.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("make_bad_policies", module)  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("make_bad_policies")
 
 
 def _limit_memory() -> None:

@@ -5,6 +5,7 @@ the index's copy of the manifest is not the manifest."""
 
 from __future__ import annotations
 
+import stat
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from conftest_index import (
 )
 
 from release.cli import main as release_main
+from release.core.errors import StepFailed
 from release.core.hashing import sha256_file
 from release.policy.model import Policy
 from release.policy.targets import IndexTarget
@@ -102,6 +104,20 @@ def test_the_manifest_names_every_file_and_is_published_beside_the_wheels(rehear
         url = f"{rehearsed.index.upload_url(variant)}+release/{made.name}"
         assert download(url, sink=chunks.append)  # served by the index, beside the wheels
         assert b"".join(chunks) == path.read_bytes()
+
+
+def test_the_manifest_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
+    made = mf.Manifest(PROJECT, "1.5.0", "0" * 64, None, ())
+    path = mf.write(made, tmp_path / "new" / "dist")  # the folder is made
+    assert path.read_text(encoding="utf-8") == made.text() and stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert [p.name for p in path.parent.iterdir()] == [made.name]  # no temporary file left
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    with pytest.raises(
+        StepFailed, match=rf"^cannot write the release manifest {blocked}/dist/{made.name}: "
+    ) as info:
+        mf.write(made, blocked / "dist")
+    assert info.value.return_code == 4
 
 
 def test_verify_passes_on_the_rehearsal_index(

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers_proc import python_m
 
 from release.core.machine import host_platform
 from release.policy.load import load_policy
@@ -56,15 +56,7 @@ def _one_python_policy(tmp_path: Path) -> Path:
 
 
 def _sessions(arch: str, **extra: str) -> list[dict[str, object]]:
-    env = _env(WHEELWRIGHT_ARCH=arch, **extra)
-    proc = subprocess.run(
-        [sys.executable, "-m", "nox", "--list"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    proc = python_m("nox", "--list", env=_env(WHEELWRIGHT_ARCH=arch, **extra), check=True, cwd=ROOT)
     # "* plan -> doc" (default) or "- build-cu130-py312 [build,cu130,py312] -> doc"
     out: list[dict[str, object]] = []
     for line in proc.stdout.splitlines():
@@ -92,33 +84,14 @@ def test_other_arch_selectable() -> None:
 
 
 def test_release_needs_a_target() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "release", "release"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = python_m("release", "release", cwd=ROOT)
     assert proc.returncode == 2
     assert "name the target" in proc.stderr
 
 
 def test_production_target_refuses_a_selection_before_building() -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "release",
-            "release",
-            "--target",
-            "production",
-            "--allow-dirty",
-            "cpu-py312-x86_64",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
+    proc = python_m(
+        "release", "release", "--target", "production", "--allow-dirty", "cpu-py312-x86_64", cwd=ROOT
     )
     assert proc.returncode == 2
     assert "the whole release (32 rows), not a selection of 1" in proc.stderr
@@ -126,15 +99,7 @@ def test_production_target_refuses_a_selection_before_building() -> None:
 
 
 def _nox_plan(*posargs: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nox", "-s", "plan", "--", *posargs],
-        cwd=ROOT,
-        env=_env(**extra),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    return python_m("nox", "-s", "plan", "--", *posargs, env=_env(**extra), timeout=120, cwd=ROOT)
 
 
 def _row_ids(plan_output: str) -> list[str]:
@@ -171,15 +136,7 @@ def test_wheelwright_policy_chooses_the_sessions_and_the_plan(tmp_path: Path) ->
 
 def test_a_bad_wheelwright_policy_stops_nox_with_exit_2(tmp_path: Path) -> None:
     bad = ROOT / "tests" / "policies" / "bad" / "badpin.toml"
-    proc = subprocess.run(
-        [sys.executable, "-m", "nox", "--list"],
-        cwd=ROOT,
-        env=_env(WHEELWRIGHT_POLICY=str(bad)),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    proc = python_m("nox", "--list", env=_env(WHEELWRIGHT_POLICY=str(bad)), timeout=120, cwd=ROOT)
     assert proc.returncode == 2
     assert f'error: {bad}: train."13.2".pypi_toolchain[0]: pins nvidia-cuda-nvcc==13.0.88' in proc.stderr
     assert "Traceback" not in proc.stderr

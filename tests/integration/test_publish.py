@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest_index import (
@@ -40,7 +41,7 @@ from release.policy.targets import IndexTarget, Target
 from release.publish.channels import ChannelRule, check_channels
 from release.publish.index_client import read_project, remote_hashes, resolve_simple_url
 from release.publish.local_index import LocalIndex, attach, local_index, start_detached, stop
-from release.publish.plan import STOP_AFTER_ENV
+from release.publish.plan import STOP_AFTER_ENV, PublishReport
 from release.publish.session import publish_session
 from release.publish.static_index import build_static_index
 from release.publish.upload import execute_publish, prepare_publish, publish
@@ -86,16 +87,19 @@ def test_publish_then_pip_install_then_rerun_skips(
     wheels = _cu130_set(dist, policy)
     cpu = release_wheel(dist, policy, "cpu-py312-x86_64")  # another variant, another folder
     lines: list[str] = []
-    report = publish(
-        dist / "cu130",
-        index.target(),
-        variant="cu130",
-        policy=policy,
-        dist=dist,
-        expected_files=[w.name for w in wheels],
-        env=index.credentials_env("cu130"),
-        log=lines.append,
-    )
+
+    def publish_cu130(**kwargs: Any) -> PublishReport:
+        return publish(
+            dist / "cu130",
+            index.target(),
+            variant="cu130",
+            policy=policy,
+            dist=dist,
+            log=lines.append,
+            **kwargs,
+        )
+
+    report = publish_cu130(expected_files=[w.name for w in wheels], env=index.credentials_env("cu130"))
     assert sorted(report.uploaded) == sorted(w.name for w in wheels)
     assert _index_state(index, "cu130") == _expected(wheels)
     assert _index_state(index, "cpu") == {}
@@ -108,15 +112,7 @@ def test_publish_then_pip_install_then_rerun_skips(
     shown = install_venv.run("import importlib.metadata as m; print(m.version('wwdemo'))").stdout.strip()
     assert shown == "1.5.0+cu130"
 
-    again = publish(
-        dist / "cu130",
-        index.target(),
-        variant="cu130",
-        policy=policy,
-        dist=dist,
-        env=index.credentials_env(None),  # TWINE_USERNAME/TWINE_PASSWORD work too
-        log=lines.append,
-    )
+    again = publish_cu130(env=index.credentials_env(None))  # TWINE_USERNAME/TWINE_PASSWORD work too
     assert again.uploaded == ()
     assert sorted(again.skipped) == sorted(w.name for w in wheels)
     assert _index_state(index, "cu130") == _expected(wheels)
@@ -256,6 +252,7 @@ def test_index_refuses_one_upload_midway_then_rerun_completes(
 PUBLISH_SCRIPT = """
 import json, sys
 from pathlib import Path
+from typing import Any
 from release.policy.load import load_policy
 from release.publish.upload import publish
 from release.policy.targets import IndexTarget, Target
@@ -286,27 +283,30 @@ def target_json(target: Target) -> str:
     )
 
 
+def publisher_command(
+    target: Target, dist: Path, policy: Policy, index: LocalIndex, home: Path, **extra_env: str
+) -> tuple[list[str], dict[str, str]]:
+    """A child Python that publishes ``dist`` to ``target`` (PUBLISH_SCRIPT), and its environment:
+    this PATH, this repo, ``home`` as HOME, ``extra_env`` and the index's cu130 credentials."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(REPO),
+        "HOME": str(home),
+        **extra_env,
+        **index.credentials_env("cu130"),
+    }
+    return [sys.executable, "-c", PUBLISH_SCRIPT, target_json(target), str(dist), policy.path], env
+
+
 def test_publisher_killed_between_two_files_then_rerun_completes(
     tmp_path: Path, policy: Policy, local_index_server: LocalIndex
 ) -> None:
     index = local_index_server
     dist = tmp_path / "dist"
     wheels = _cu130_set(dist, policy)
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": str(REPO),
-        "HOME": str(tmp_path),
-        STOP_AFTER_ENV: "1",
-        **index.credentials_env("cu130"),
-    }
-    args = [
-        sys.executable,
-        "-c",
-        PUBLISH_SCRIPT,
-        target_json(index.target()),
-        str(dist / "cu130"),
-        policy.path,
-    ]
+    args, env = publisher_command(
+        index.target(), dist / "cu130", policy, index, tmp_path, **{STOP_AFTER_ENV: "1"}
+    )
     killed = proc.run(args, env=env, check=False, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert len(_index_state(index, "cu130")) == 1

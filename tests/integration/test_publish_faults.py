@@ -8,6 +8,8 @@ Each fault ends with the index holding exactly audited files (or nothing), withi
 from __future__ import annotations
 
 import base64
+import contextlib
+import dataclasses
 import hashlib
 import io
 import json
@@ -30,7 +32,7 @@ from conftest_index import (
     publish_policy,
     release_wheel,
 )
-from test_publish import PUBLISH_SCRIPT, target_json
+from test_publish import publisher_command
 
 from release.core import proc
 from release.core.errors import CheckFailed, StepFailed
@@ -87,6 +89,47 @@ def _publish(wheels: list[Path], target: Target, policy: Policy, index: LocalInd
         wheels, target, variant="cu130", policy=policy, env=index.credentials_env("cu130"),
         deadlines=FAST, log=lambda line: None, **kw,  # type: ignore[arg-type]
     )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """A child publisher of ``wheels`` (publisher_command's ``args`` and ``env``) to ``target``."""
+
+    wheels: list[Path]
+    target: Target
+    args: list[str]
+    env: dict[str, str]
+    process: subprocess.Popen[str]
+
+    @property
+    def dist(self) -> Path:
+        return self.wheels[0].parent
+
+
+@contextlib.contextmanager
+def _stalled_upload(
+    tmp_path: Path,
+    policy: Policy,
+    index: LocalIndex,
+    fault_proxy: FaultProxy,
+    *,
+    stall_bytes: int,
+    stall_s: float,
+) -> Iterator[_Run]:
+    """A child publisher of _wheels through the fault proxy, which stalls each upload ``stall_s``
+    after ``stall_bytes``; entered once an upload reached the proxy, killed on the way out if it
+    still runs."""
+    wheels = _wheels(tmp_path, policy)
+    fault_proxy.mode, fault_proxy.stall_bytes, fault_proxy.stall_s = "stall-upload", stall_bytes, stall_s
+    target = fault_proxy.target(["cu130"])
+    args, env = publisher_command(target, wheels[0].parent, policy, index, tmp_path)
+    process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert fault_proxy.post_seen.wait(60), "the publisher never started uploading"
+        yield _Run(wheels, target, args, env, process)
+    finally:
+        if process.poll() is None:  # pragma: no cover
+            process.kill()
 
 
 # --- the index server's own checks ----------------------------------------------------------
@@ -379,33 +422,13 @@ def test_a_post_never_answered_ends_at_the_upload_deadline(
 def test_kill_9_mid_upload_leaves_no_twine_and_no_file_then_rerun_completes(
     tmp_path: Path, policy: Policy, local_index_server: LocalIndex, fault_proxy: FaultProxy
 ) -> None:
-    index, wheels = local_index_server, _wheels(tmp_path, policy)
-    dist = wheels[0].parent
-    fault_proxy.mode, fault_proxy.stall_bytes, fault_proxy.stall_s = "stall-upload", 256, 0.5
-    env = {
-        "PATH": os.environ["PATH"],
-        "PYTHONPATH": str(REPO),
-        "HOME": str(tmp_path),
-        **index.credentials_env("cu130"),
-    }
-    args = [
-        sys.executable,
-        "-c",
-        PUBLISH_SCRIPT,
-        target_json(fault_proxy.target(["cu130"])),
-        str(dist),
-        policy.path,
-    ]
-    publisher = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert fault_proxy.post_seen.wait(60), "the publisher never started uploading"
+    index = local_index_server
+    with _stalled_upload(tmp_path, policy, index, fault_proxy, stall_bytes=256, stall_s=0.5) as run:
         time.sleep(0.5)
-        assert _twines(str(dist)), "twine should be uploading now"
-        publisher.send_signal(signal.SIGKILL)
-        publisher.communicate(timeout=30)
-    finally:
-        if publisher.poll() is None:  # pragma: no cover
-            publisher.kill()
+        assert _twines(str(run.dist)), "twine should be uploading now"
+        run.process.send_signal(signal.SIGKILL)
+        run.process.communicate(timeout=30)
+    dist, wheels = run.dist, run.wheels
     deadline = time.monotonic() + 5
     while _twines(str(dist)) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -415,7 +438,7 @@ def test_kill_9_mid_upload_leaves_no_twine_and_no_file_then_rerun_completes(
     assert list((dist / ".publish").glob("staging-*"))  # kill -9 ran no cleanup
 
     fault_proxy.mode = "pass"
-    resumed = proc.run(args, env=env, check=False, timeout=120)
+    resumed = proc.run(run.args, env=run.env, check=False, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert "a staging folder left by an earlier run" in resumed.stderr
     assert list((dist / ".publish").glob("staging-*")) == []
@@ -426,34 +449,20 @@ def test_kill_9_mid_upload_leaves_no_twine_and_no_file_then_rerun_completes(
 def test_two_concurrent_runs_one_refuses_naming_the_other(
     tmp_path: Path, policy: Policy, local_index_server: LocalIndex, fault_proxy: FaultProxy
 ) -> None:
-    index, wheels = local_index_server, _wheels(tmp_path, policy)
-    dist = wheels[0].parent
-    fault_proxy.mode, fault_proxy.stall_bytes, fault_proxy.stall_s = "stall-upload", 4096, 0.3
-    env = {
-        "PATH": os.environ["PATH"],
-        "PYTHONPATH": str(REPO),
-        "HOME": str(tmp_path),
-        **index.credentials_env("cu130"),
-    }
-    target = fault_proxy.target(["cu130"])
-    args = [sys.executable, "-c", PUBLISH_SCRIPT, target_json(target), str(dist), policy.path]
-    first = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert fault_proxy.post_seen.wait(60), "the first run never started uploading"
+    index = local_index_server
+    with _stalled_upload(tmp_path, policy, index, fault_proxy, stall_bytes=4096, stall_s=0.3) as run:
+        dist, wheels, first = run.dist, run.wheels, run.process
         holder = lock.read_holder(dist)
         assert holder is not None and holder.pid == first.pid
         start = time.monotonic()
         with pytest.raises(StepFailed) as info:
-            publish(dist, target, variant="cu130", policy=policy, log=lambda line: None, deadlines=FAST,
+            publish(dist, run.target, variant="cu130", policy=policy, log=lambda line: None, deadlines=FAST,
                     env={**index.credentials_env("cu130"), lock.WAIT_ENV: "1"})  # fmt: skip
         assert time.monotonic() - start < 5
         message = str(info.value)
         assert f"is in use by another wheelwright run: pid {first.pid} on " in message
         assert "(`python -c " in message and "started 20" in message and "changed nothing" in message
         out, err = first.communicate(timeout=120)
-    finally:
-        if first.poll() is None:  # pragma: no cover
-            first.kill()
     assert first.returncode == 0, err
     assert sorted(json.loads(out)["uploaded"]) == sorted(
         w.name for w in wheels

@@ -22,6 +22,7 @@ from release.policy.matrix import Row, expand
 from release.policy.model import Policy
 from release.publish.index_client import remote_hashes
 from release.publish.local_index import LocalIndex, local_index
+from release.publish.plan import PublishReport
 from release.publish.rows import publish_rows
 
 pytestmark = pytest.mark.integration
@@ -82,66 +83,75 @@ def _env(index: LocalIndex) -> dict[str, str]:
     return {**index.credentials_env("cpu"), **index.credentials_env("cu130"), "PATH": "/usr/bin:/bin"}
 
 
-def test_production_needs_a_gpu_run_per_cuda_variant(tmp_path: Path, index: LocalIndex) -> None:
-    policy, rows, dist = _setup(tmp_path, index, gpu_ran=False)
-    policy = _production(policy)
-    with pytest.raises(CheckFailed, match="no wheel of cu130 was smoke-tested on a GPU"):
-        publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))
+def _production_release(
+    tmp_path: Path, index: LocalIndex, *, gpu_ran: bool
+) -> tuple[Policy, tuple[Row, ...], Path]:
+    """_setup's release, with its production target on the loopback indexes (_production)."""
+    policy, rows, dist = _setup(tmp_path, index, gpu_ran=gpu_ran)
+    return _production(policy), rows, dist
+
+
+def _to_production(
+    policy: Policy, rows: tuple[Row, ...], dist: Path, index: LocalIndex, **kwargs: Any
+) -> list[PublishReport]:
+    return publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index), **kwargs)
+
+
+def _refused(
+    policy: Policy, rows: tuple[Row, ...], dist: Path, index: LocalIndex, match: str | None = None
+) -> str:
+    """Publishing to production fails a check (its message matching ``match``) and uploads
+    nothing; the message."""
+    with pytest.raises(CheckFailed, match=match) as info:
+        _to_production(policy, rows, dist, index)
     assert _on_index(index) == set()
+    return str(info.value)
+
+
+def test_production_needs_a_gpu_run_per_cuda_variant(tmp_path: Path, index: LocalIndex) -> None:
+    policy, rows, dist = _production_release(tmp_path, index, gpu_ran=False)
+    _refused(policy, rows, dist, index, "no wheel of cu130 was smoke-tested on a GPU")
 
 
 def test_production_publishes_the_whole_verified_release(tmp_path: Path, index: LocalIndex) -> None:
-    policy, rows, dist = _setup(tmp_path, index, gpu_ran=True)
-    policy = _production(policy)
+    policy, rows, dist = _production_release(tmp_path, index, gpu_ran=True)
     with pytest.raises(CheckFailed, match="not on the index yet"):
-        publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index), mode="verify")
-    reports = publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))
+        _to_production(policy, rows, dist, index, mode="verify")
+    reports = _to_production(policy, rows, dist, index)
     assert sorted(r.variant for r in reports) == ["cpu", "cu130"]
     assert len(_on_index(index)) == 2
     # verify mode now passes: every audited file is on its index with its sha256
-    assert (
-        publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index), mode="verify") == []
-    )
+    assert _to_production(policy, rows, dist, index, mode="verify") == []
 
 
 @pytest.mark.parametrize("kind", ["audit", "smoke"])
 def test_a_row_without_its_audit_or_smoke_record_is_refused(
     tmp_path: Path, index: LocalIndex, kind: str
 ) -> None:
-    policy, rows, dist = _setup(tmp_path, index, gpu_ran=True)
-    policy = _production(policy)
+    policy, rows, dist = _production_release(tmp_path, index, gpu_ran=True)
     for record in (dist / "cu130").glob(f"*.{kind}.json"):
         record.unlink()
-    with pytest.raises(CheckFailed, match=rf"(?s)1 of 2 row\(s\) are not ready.*no {kind} record"):
-        publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))
-    assert _on_index(index) == set()
+    _refused(policy, rows, dist, index, rf"(?s)1 of 2 row\(s\) are not ready.*no {kind} record")
 
 
 def test_a_wheel_changed_after_its_smoke_is_refused(tmp_path: Path, index: LocalIndex) -> None:
-    policy, rows, dist = _setup(tmp_path, index, gpu_ran=True)
-    policy = _production(policy)
+    policy, rows, dist = _production_release(tmp_path, index, gpu_ran=True)
     # rebuilt (other bytes, same name) and audited again, but not smoke-tested again
     wheel = release_wheel(dist, policy, "cu130-py312-x86_64", version="0.3.0", extra={"wwdemo/x": b"x"})
-    with pytest.raises(CheckFailed, match=r"changed since it was smoke-tested") as info:
-        publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))
-    assert f"{wheel.name}: changed since it was smoke-tested: its bytes are not the ones smoke-tested" in str(
-        info.value
+    message = _refused(policy, rows, dist, index, r"changed since it was smoke-tested")
+    assert (
+        f"{wheel.name}: changed since it was smoke-tested: its bytes are not the ones smoke-tested" in message
     )
-    assert _on_index(index) == set()
 
 
 def test_two_wheels_for_one_row_refused(tmp_path: Path, index: LocalIndex) -> None:
-    policy, rows, dist = _setup(tmp_path, index, gpu_ran=True)
-    policy = _production(policy)
+    policy, rows, dist = _production_release(tmp_path, index, gpu_ran=True)
     release_wheel(dist, policy, "cu130-py312-x86_64", version="0.2.0")
-    with pytest.raises(CheckFailed, match="2 wheels for cu130-py312-x86_64"):
-        publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))
-    assert _on_index(index) == set()
+    _refused(policy, rows, dist, index, "2 wheels for cu130-py312-x86_64")
 
 
 def test_production_refuses_a_selection_and_unknown_skip_variant(tmp_path: Path, index: LocalIndex) -> None:
-    policy, rows, dist = _setup(tmp_path, index, gpu_ran=True)
-    policy = _production(policy)
+    policy, rows, dist = _production_release(tmp_path, index, gpu_ran=True)
     with pytest.raises(SelectionError, match="only takes the whole release"):
         publish_rows(policy, rows[:1], target_name="production", dist=dist, env=_env(index))
     with pytest.raises(InputError, match="--skip-variant cu999"):
@@ -284,22 +294,17 @@ EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
 def test_a_gpu_gate_satisfied_only_by_an_edited_smoke_record_is_refused(
     tmp_path: Path, index: LocalIndex, edit: str
 ) -> None:
-    policy, rows, dist = _setup(tmp_path, index, gpu_ran=False)
-    policy = _production(policy)
+    policy, rows, dist = _production_release(tmp_path, index, gpu_ran=False)
     (wheel,) = (dist / "cu130").glob("*.whl")
     change, expected = EDITS[edit]
     _edit(records.record_path(wheel, "smoke"), change)
-    with pytest.raises(CheckFailed) as info:
-        publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))
-    assert expected in str(info.value)
-    assert _on_index(index) == set()
+    assert expected in _refused(policy, rows, dist, index)
 
 
 def test_a_gpu_run_whose_probe_shows_a_failure_is_refused_even_with_its_verdict_edited(
     tmp_path: Path, index: LocalIndex
 ) -> None:
-    policy, rows, dist = _setup(tmp_path, index, gpu_ran=True)
-    policy = _production(policy)
+    policy, rows, dist = _production_release(tmp_path, index, gpu_ran=True)
     (wheel,) = (dist / "cu130").glob("*.whl")
     row = row_of(policy, "cu130-py312-x86_64")
     probe = {**probe_report(row, gpu=True), "check": {"max_abs_diff": 0.5, "device": "cuda:0"}}
@@ -314,12 +319,9 @@ def test_a_gpu_run_whose_probe_shows_a_failure_is_refused_even_with_its_verdict_
         check=probe["check"], at=at, evidence=records.smoke_evidence(probe, sha256=sha, at=at),
     )  # fmt: skip
     records.write(wheel, honest)
-    with pytest.raises(CheckFailed) as info:
-        publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))
-    message = str(info.value)
+    message = _refused(policy, rows, dist, index)
     assert "the probe's report does not show a passing GPU run: ✗ the check computation returned" in message
     assert "[rule: gpu-evidence]" in message
-    assert _on_index(index) == set()
     # the same release with the GPU run's true record passes the gate and publishes
     write_smoke_record(wheel, row, policy_sha256=policy.sha256, gpu=True)
-    assert len(publish_rows(policy, rows, target_name="production", dist=dist, env=_env(index))) == 2
+    assert len(_to_production(policy, rows, dist, index)) == 2

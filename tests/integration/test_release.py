@@ -4,18 +4,18 @@ working tree means nothing starts."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers_proc import python_m
+from helpers_repo import commit_all, copy_example
+from helpers_rows import rows_by_id
 
 from release import records
 from release.core.machine import host_platform
 from release.pipeline import RowReport
-from release.policy.load import load_policy
-from release.policy.matrix import Row, expand
+from release.policy.matrix import Row
 from release.schedule import leaders_first, run_rows
 from release.summary import (
     compact_rows,
@@ -31,22 +31,10 @@ pytestmark = pytest.mark.integration
 OTHER_ARCH = "aarch64" if host_platform() == "x86_64" else "x86_64"
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True, capture_output=True
-    )
-
-
 def _repo_with(tmp_path: Path, *, break_cuda: bool = False, break_check: bool = False) -> Path:
     """A committed copy of the policy and the example package (optionally with broken CUDA source,
     or a selftest that raises from a helper function of the package)."""
-    repo = tmp_path / "repo"
-    shutil.copytree(
-        ROOT / "examples" / "tinyaxpy",
-        repo / "examples" / "tinyaxpy",
-        ignore=shutil.ignore_patterns("build", "dist", "*.egg-info"),
-    )
-    shutil.copy2(ROOT / "rows.toml", repo / "rows.toml")
+    repo = copy_example(tmp_path / "repo", ignore_outputs=False)
     if break_cuda:
         cu = repo / "examples" / "tinyaxpy" / "csrc" / "axpy_cuda.cu"
         cu.write_text(cu.read_text() + "\nthis is not C++;\n")
@@ -57,22 +45,13 @@ def _repo_with(tmp_path: Path, *, break_cuda: bool = False, break_check: bool = 
         assert head in text
         helper = "def _lookup(table: dict[str, int]) -> int:\n    return table['missing']\n\n\n"
         init.write_text(text.replace(head, helper + head + "    _lookup({})\n", 1))
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "fixture")
-    return repo
+    return commit_all(repo)
 
 
 def _release(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "release", "release", "--policy", str(repo / "rows.toml"), *args],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=900,
+    return python_m(
+        "release", "release", "--policy", str(repo / "rows.toml"), *args, cwd=repo, env=env, timeout=900
     )
 
 
@@ -154,7 +133,7 @@ def test_a_failing_check_is_a_fail_line_with_the_projects_traceback(tmp_path: Pa
 
 @pytest.fixture(scope="module")
 def rows() -> dict[str, Row]:
-    return {r.id: r for r in expand(load_policy(ROOT / "rows.toml"))}
+    return rows_by_id()
 
 
 def test_summary_groups_rows_left_out_by_reason_one_line_each(rows: dict[str, Row]) -> None:
@@ -248,21 +227,10 @@ def test_jobs_and_verbosity_on_the_command_line(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--jobs" in bad.stderr and "at least 1" in bad.stderr
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for args in (["-q", "plan"], ["plan", "--quiet"], ["--verbose", "plan"], ["plan", "-v"]):
-        proc = subprocess.run(
-            [sys.executable, "-m", "release", *args, "--policy", str(repo / "rows.toml"), "cpu-py312-*"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
+        proc = python_m(
+            "release", *args, "--policy", str(repo / "rows.toml"), "cpu-py312-*", env=env, timeout=120
         )
         assert proc.returncode == 0, proc.stderr
         assert "cpu-py312-x86_64" in proc.stdout
-    both = subprocess.run(
-        [sys.executable, "-m", "release", "plan", "-q", "-v"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    both = python_m("release", "plan", "-q", "-v", env=env)
     assert both.returncode == 2 and "not allowed with argument" in both.stderr

@@ -34,17 +34,16 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers_rows import rows_by_id
 
 from release.build.run import build_row
 from release.core.machine import default_cache_dir
-from release.policy.load import load_policy
-from release.policy.matrix import expand
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "rows.toml"
-ROWS = {r.id: r for r in expand(load_policy(POLICY))}
+ROWS = rows_by_id(POLICY)
 CACHE = default_cache_dir(os.environ)
 HAS_NVCC_13_0 = Path("/usr/local/cuda-13.0/bin/nvcc").is_file()
 

@@ -245,6 +245,28 @@ def test_wheelhouse_fetches_once_and_installs_with_no_index(
     assert args[0] == "download" and "--only-binary=:all:" in args and "--index-url" not in args
 
 
+def test_wheelhouse_freshness_pure(tmp_path: Path) -> None:
+    """A wheelhouse is fresh only when filled from the same indexes less than a day ago."""
+    import json
+    import time
+
+    from release.smoke.wheelhouse import MAX_AGE_S
+
+    house = wheelhouse_for(
+        tmp_path, "cu130", index_url=None, extra_index_urls=["http://127.0.0.1:1/x/simple/"]
+    )
+    house.folder.mkdir(parents=True)
+    now = time.time()
+    stamp = {"version": 1, "indexes": ["(pip's default index)", "http://127.0.0.1:1/x/simple/"]}
+    (house.folder / STAMP).write_text(json.dumps({**stamp, "fetched_at": now - 60}))
+    assert house.fresh(now=now)
+    assert not house.fresh(now=now + MAX_AGE_S)  # a day later it is fetched again
+    (house.folder / STAMP).write_text(json.dumps({**stamp, "indexes": ["elsewhere"], "fetched_at": now}))
+    assert not house.fresh(now=now)
+    (house.folder / STAMP).write_text("not json")
+    assert not house.fresh(now=now)
+
+
 def test_pip_picks_the_cuda_wheel_with_either_index_order(
     built: dict[str, Path], rows: dict[str, Row], tmp_path: Path
 ) -> None:

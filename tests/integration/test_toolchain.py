@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers_rows import rows_by_id
 
 from release.build.toolchain import (
     MANIFEST,
@@ -30,14 +31,11 @@ from release.build.toolchain import (
     version_matches,
 )
 from release.core.errors import ToolError
-from release.policy.load import load_policy
-from release.policy.matrix import expand
 from release.policy.trains import pypi_nvcc_version
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
-ROWS = {r.id: r for r in expand(load_policy(ROOT / "rows.toml"))}
+ROWS = rows_by_id()
 
 NVCC_13_0 = """nvcc: NVIDIA (R) Cuda compiler driver
 Copyright (c) 2005-2025 NVIDIA Corporation

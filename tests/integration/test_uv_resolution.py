@@ -9,16 +9,17 @@ import re
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers_proc import python_m
+from helpers_repo import commit_all, copy_example
+from helpers_rows import rows_by_id
 
 from release.build.python import find_python
 from release.build.run import build_row
 from release.core.machine import default_cache_dir, host_platform
-from release.policy.load import load_policy
-from release.policy.matrix import Row, expand
+from release.policy.matrix import Row
 from release.publish.local_index import local_index
 from release.smoke.resolve import (
     UV_STRATEGY,
@@ -38,7 +39,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.network]  # uv comes from the
 
 @pytest.fixture(scope="module")
 def rows() -> dict[str, Row]:
-    return {r.id: r for r in expand(load_policy(ROOT / "rows.toml"))}
+    return rows_by_id()
 
 
 @pytest.fixture(scope="module")
@@ -138,58 +139,29 @@ def _uv_first_index(uv: Path, python: Path, index_url: str, extra: str, tmp_path
     return f"tinyaxpy-{version}-cp312-cp312-manylinux_2_28_{HOST}.whl"
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True, capture_output=True
-    )
-
-
 def test_rehearsal_prints_and_checks_a_pip_and_a_uv_line_per_cuda_variant(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    shutil.copytree(
-        ROOT / "examples" / "tinyaxpy",
-        repo / "examples" / "tinyaxpy",
-        ignore=shutil.ignore_patterns("build", "dist", "*.egg-info"),
-    )
-    shutil.copy2(ROOT / "rows.toml", repo / "rows.toml")
-    (repo / ".gitignore").write_text("dist/\n.wheelwright/\n")
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "fixture")
+    repo = commit_all(copy_example(tmp_path / "repo"))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     try:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "release",
-                "release",
-                "--rehearsal",
-                "--backend",
-                "host",
-                CPU_ROW,
-                CUDA_ROW,
-            ],
+        proc = python_m(
+            "release",
+            "release",
+            "--rehearsal",
+            "--backend",
+            "host",
+            CPU_ROW,
+            CUDA_ROW,
             cwd=repo,
             env=env,
-            capture_output=True,
-            text=True,
-            check=False,
             timeout=900,
         )
     finally:  # the rehearsal leaves its local index running, for the user to try the lines
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "release.publish.index_server",
-                "stop",
-                "--root",
-                str(repo / ".wheelwright" / "index"),
-            ],
+        python_m(
+            "release.publish.index_server",
+            "stop",
+            "--root",
+            str(repo / ".wheelwright" / "index"),
             env=env,
-            capture_output=True,
-            check=False,
             timeout=60,
         )
     assert proc.returncode == 0, proc.stdout + proc.stderr

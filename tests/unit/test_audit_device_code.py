@@ -62,8 +62,8 @@ def test_unclaimed_plain_arch_means_the_list_was_ignored() -> None:
     k = lib("pkg/lib/libk.so", fatbin("sm_80", "sm_86", "sm_90", "compute_80", "compute_90"))
     found = failing(device_code.check(contents(k), cuda()))
     assert found == [
-        "libk.so carries device code the row did not claim: ['compute_80', 'sm_86']; the build ignored the "
-        "row's arch list ['80', '90']"
+        "libk.so carries device code the claim does not name: ['compute_80', 'sm_86']; the build ignored the "
+        "arch list ['80', '90']"
     ]
 
 
@@ -85,7 +85,10 @@ def test_claimed_variant_needs_its_variant() -> None:
     plain = failing(
         device_code.check(contents(lib("pkg/lib/libk.so", fatbin("sm_80", "sm_90", "compute_90"))), exp)
     )
-    assert any("needing ['90a']" in m for m in plain)
+    # sm_90 runs on an H100: no "a model would fail", but the arch-specific code the claim names is missing
+    assert any("the code the claim names is missing for ['90a (runs sm_90 instead)']" in m for m in plain)
+    assert not any("would fail" in m for m in plain)
+    assert any("carries no PTX for ['compute_90a']" in m for m in plain)
 
 
 def test_ltoir_is_not_device_code_a_gpu_runs() -> None:
@@ -120,14 +123,19 @@ def test_cpu_wheel_carries_no_device_code() -> None:
     assert len(found) == 1 and "sm_80, compute_80" in found[0] and "CPU wheel" in found[0]
 
 
-def test_arch_list_found_ignores_odd_kernels() -> None:
+def test_arch_list_found_is_exact_and_says_what_runs_natively() -> None:
     units = [fatbin("sm_75", "sm_80", "sm_120") for _ in range(9)] + [
         fatbin("sm_75", "sm_80", "sm_89", "sm_90a", "sm_120")
     ]
-    assert device_code.arch_list_found(contents(lib("pkg/lib/libk.so", *units))) == "7.5;8.0;12.0"
+    # every unit runs natively on 8.9 (sm_80) but only one on 9.0: 8.9 is promised, sm_90a is carried
+    assert device_code.arch_list_found(contents(lib("pkg/lib/libk.so", *units))) == "7.5;8.0;8.9;sm_90a;12.0"
     ptx = lib("pkg/lib/libp.so", fatbin("sm_80", "sm_90", "compute_90"))
     assert device_code.arch_list_found(contents(ptx)) == "8.0;9.0+PTX"
     assert device_code.arch_list_found(contents(lib("pkg/lib/libk.so"))) is None
+    ptx_only = lib("pkg/lib/libq.so", fatbin("sm_80", "compute_90"))
+    assert device_code.arch_list_found(contents(ptx_only)) == "8.0;compute_90"
+    two = contents(ptx, ptx_only)
+    assert device_code.arch_list_found(two) == "pkg/lib/libp.so=8.0;9.0+PTX pkg/lib/libq.so=8.0;compute_90"
 
 
 # --------------------------------------------------------------------------- libraries
@@ -175,8 +183,8 @@ def test_a_library_is_native_only_if_every_translation_unit_is() -> None:
     k = lib("pkg/lib/libk.so", fatbin("sm_80", "sm_90", "compute_90"), fatbin("sm_80", "compute_90"))
     found = failing(gpus.check(contents(k), cuda()))
     assert found == [
-        "libk.so does not run natively on H100 / H200 / GH200 (9.0), which the row claims: 1 of its 2 "
-        "fatbinaries (translation units) carry no SASS for it; the driver would have to JIT-compile their PTX"
+        "libk.so does not run natively on H100 / H200 / GH200 (9.0), which the claim names: 1 of its 2 "
+        "translation units with kernels carry no SASS for it; the driver would have to JIT-compile their PTX"
     ]
     none = failing(
         gpus.check(

@@ -14,13 +14,13 @@ import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cibuildwheel.options import BuildOptions, CommandLineArguments, compute_options
+from helpers_proc import python_m
 
 from release.build.environment import (
     CPU_CMAKE_ARGS,
@@ -50,7 +50,7 @@ from release.build.isolated import (
     unpinned,
     unresolvable_message,
 )
-from release.build.plan import build_plan
+from release.build.plan import Backend, BuildPlan, build_plan
 from release.build.python import PythonInfo
 from release.build.repair import repair_argv, repair_excludes
 from release.build.toolchain import Toolchain
@@ -345,21 +345,8 @@ def test_cibuildwheel_config_cpu_row_keeps_the_default_image(row: Row) -> None:
 def _print_identifiers(config: dict[str, str]) -> list[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CIBW_")}
     env.update(config)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cibuildwheel",
-            "--print-build-identifiers",
-            "--platform",
-            "linux",
-            str(PROJECT),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
+    result = python_m(
+        "cibuildwheel", "--print-build-identifiers", "--platform", "linux", str(PROJECT), env=env, timeout=120
     )
     assert result.returncode == 0, result.stderr
     return result.stdout.split()
@@ -386,17 +373,25 @@ def test_identifiers_match_cibuildwheels_own_listing() -> None:
 # --------------------------------------------------------------------------- plans
 
 
+def plan_of(row: Row, backend: Backend, **kwargs: Any) -> BuildPlan:
+    """build_plan of this repo's project into /d, working in /w, with no toolchain or kernel
+    cache unless ``kwargs`` give them."""
+    defaults: dict[str, Any] = {
+        "toolchain": None,
+        "dist_dir": Path("/d"),
+        "work_dir": Path("/w"),
+        "kernel_cache": None,
+    }
+    return build_plan(row, backend=backend, project_dir=PROJECT, **(defaults | kwargs))
+
+
 def test_host_plan_builds_in_the_isolated_environment_then_runs_the_shared_repair() -> None:
     row = BY_ID["cu130-py312-x86_64"]
     tc = toolchain_for(row)
-    work = Path("/w")
-    plan = build_plan(
+    plan = plan_of(
         row,
-        backend="host",
+        "host",
         toolchain=tc,
-        project_dir=PROJECT,
-        dist_dir=Path("/d"),
-        work_dir=work,
         kernel_cache=Path("/k"),
         project_name="tinyaxpy",
         python="CPython 3.12.1",
@@ -434,18 +429,7 @@ def test_host_plan_builds_in_the_isolated_environment_then_runs_the_shared_repai
 
 def test_container_plan_is_cibuildwheel_with_the_rows_options() -> None:
     row = BY_ID["cu126-py311-x86_64"]
-    plan = build_plan(
-        row,
-        backend="container",
-        toolchain=None,
-        project_dir=PROJECT,
-        dist_dir=Path("/d"),
-        work_dir=Path("/w"),
-        kernel_cache=None,
-        project_name="tinyaxpy",
-        cibuildwheel=("cibuildwheel",),
-        engine="podman",
-    )
+    plan = plan_of(row, "container", project_name="tinyaxpy", cibuildwheel=("cibuildwheel",), engine="podman")
     (cmd,) = plan.commands
     assert cmd.argv == ("cibuildwheel", "--platform", "linux", "--output-dir", "/w/wheelhouse", str(PROJECT))
     assert plan.cibuildwheel["CIBW_CONTAINER_ENGINE"] == "podman"
@@ -457,15 +441,7 @@ def test_container_plan_is_cibuildwheel_with_the_rows_options() -> None:
 
 def test_host_plan_needs_the_build_environment() -> None:
     with pytest.raises(ValueError, match="build environment"):
-        build_plan(
-            BY_ID["cpu-py312-x86_64"],
-            backend="host",
-            toolchain=None,
-            project_dir=PROJECT,
-            dist_dir=Path("/d"),
-            work_dir=Path("/w"),
-            kernel_cache=None,
-        )
+        plan_of(BY_ID["cpu-py312-x86_64"], "host")
 
 
 # --------------------------------------------------------------------------- CPU rows see no CUDA
@@ -514,16 +490,7 @@ def test_arch_routes_name_every_build_system() -> None:
 
 def test_container_plan_states_the_contract_too() -> None:
     row = BY_ID["cu130-py312-x86_64"]
-    plan = build_plan(
-        row,
-        backend="container",
-        toolchain=None,
-        project_dir=PROJECT,
-        dist_dir=Path("/d"),
-        work_dir=Path("/w"),
-        kernel_cache=None,
-        contract=("version label +cu130",),
-    )
+    plan = plan_of(row, "container", contract=("version label +cu130",))
     assert plan.archs == arch_routes(row) and plan.contract == ("version label +cu130",)
     env = _cibw_options(dict(plan.cibuildwheel), row.cibw_identifier).environment.as_dictionary(
         {"PATH": "/usr/bin"}

@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers_rows import rows_by_id
 
 from release.build.contract import (
     ContractError,
@@ -31,12 +32,9 @@ from release.build.wheelfile import (
     rewrite,
 )
 from release.core.errors import InputError
-from release.policy.load import load_policy
-from release.policy.matrix import expand
 from release.policy.model import Dependency
 
-ROOT = Path(__file__).resolve().parents[2]
-ROWS = {r.id: r for r in expand(load_policy(ROOT / "rows.toml"))}
+ROWS = rows_by_id()
 CU130 = row_contract(ROWS["cu130-py312-x86_64"])
 CU126 = row_contract(ROWS["cu126-py312-x86_64"])
 CPU = row_contract(ROWS["cpu-py312-x86_64"])

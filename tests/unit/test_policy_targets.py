@@ -151,19 +151,19 @@ def _policy_with_targets(tmp_path: Path, targets: str) -> Path:
     return path
 
 
+def _indexes(upload: str, simple: str, variants: tuple[str, ...]) -> str:
+    """A target's ``index.<variant> = {...}`` lines; ``{v}`` in the URLs stands for the variant."""
+    return "\n".join(
+        f'index.{v} = {{ upload_url = "{upload.format(v=v)}", simple_url = "{simple.format(v=v)}" }}'
+        for v in variants
+    )
+
+
 def test_valid_targets_load(tmp_path: Path) -> None:
-    loopback = "\n".join(
-        f'index.{v} = {{ upload_url = "http://127.0.0.1:8080/{v}/", simple_url = "http://[::1]:8080/{v}/simple/" }}'
-        for v in ("cpu", "cu126", "cu130", "cu132")
-    )
-    files = "\n".join(
-        f'index.{v} = {{ upload_url = "file:///srv/idx/{v}/", simple_url = "file:///srv/idx/{v}/" }}'
-        for v in ("cpu", "cu126", "cu130", "cu132")
-    )
-    prod = "\n".join(
-        f'index.{v} = {{ upload_url = "https://h.invalid/up/{v}/", simple_url = "https://h.invalid/{v}/" }}'
-        for v in ("cu126", "cu130", "cu132")
-    )
+    every = ("cpu", "cu126", "cu130", "cu132")
+    loopback = _indexes("http://127.0.0.1:8080/{v}/", "http://[::1]:8080/{v}/simple/", every)
+    files = _indexes("file:///srv/idx/{v}/", "file:///srv/idx/{v}/", every)
+    prod = _indexes("https://h.invalid/up/{v}/", "https://h.invalid/{v}/", every[1:])
     path = _policy_with_targets(
         tmp_path,
         f"[target.local]\nrehearsal = true\n{loopback}\n[target.static]\nrehearsal = true\n{files}\n"
@@ -178,10 +178,7 @@ def test_valid_targets_load(tmp_path: Path) -> None:
 
 
 def test_a_refusal_names_file_target_variant_and_key(tmp_path: Path) -> None:
-    prod = "\n".join(
-        f'index.{v} = {{ upload_url = "https://h.invalid/up/{v}/", simple_url = "https://h.invalid/{v}/" }}'
-        for v in ("cpu", "cu126", "cu130")
-    )
+    prod = _indexes("https://h.invalid/up/{v}/", "https://h.invalid/{v}/", ("cpu", "cu126", "cu130"))
     path = _policy_with_targets(
         tmp_path,
         f'[target.prod]\nrehearsal = false\n{prod}\nindex.cu132 = {{ upload_url = "https://h.invalid/up/cu132/", '

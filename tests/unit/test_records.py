@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_rows import rows_by_id
 
 from release import records
 from release.core.errors import CheckFailed, InputError, SelectionError, StepFailed, WheelwrightError
 from release.pipeline import RowReport, exit_code
 from release.policy.load import load_policy
-from release.policy.matrix import Row, expand
+from release.policy.matrix import Row
 from release.policy.model import Policy
 from release.publish.reverify import gpu_evidence_problem
 from release.publish.rows import check_selection, with_context
@@ -37,7 +38,7 @@ def policy() -> Policy:
 
 @pytest.fixture(scope="module")
 def rows(policy: Policy) -> dict[str, Row]:
-    return {r.id: r for r in expand(policy)}
+    return rows_by_id(policy)
 
 
 def _wheel(folder: Path, name: str = CU130, body: bytes = b"wheel bytes") -> Path:
@@ -51,13 +52,14 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _identity(wheel: Path, row: str = "cu130-py312-x86_64") -> dict[str, Any]:
+    """The fields every record of ``wheel`` (a cu130 row's) starts with."""
+    return {"wheel": wheel.name, "sha256": _sha(wheel), "policy_sha256": PSHA, "row": row, "variant": "cu130"}
+
+
 def build_record(wheel: Path, row: str = "cu130-py312-x86_64", **over: Any) -> records.BuildRecord:
     fields: dict[str, Any] = {
-        "wheel": wheel.name,
-        "sha256": _sha(wheel),
-        "policy_sha256": PSHA,
-        "row": row,
-        "variant": "cu130",
+        **_identity(wheel, row),
         "backend": "host",
         "python": "3.12.9",
         "platform_tag": "manylinux_2_28_x86_64",
@@ -78,11 +80,7 @@ FINDING_BAD = {"check": "device_code", "ok": False, "message": "no sm_90", "libr
 
 def audit_record(wheel: Path, *, passed: bool = True, **over: Any) -> records.AuditRecord:
     fields: dict[str, Any] = {
-        "wheel": wheel.name,
-        "sha256": _sha(wheel),
-        "policy_sha256": PSHA,
-        "row": "cu130-py312-x86_64",
-        "variant": "cu130",
+        **_identity(wheel),
         "passed": passed,
         "findings": (FINDING_OK,) if passed else (FINDING_OK, FINDING_BAD),
     }
@@ -94,11 +92,7 @@ def smoke_record(
     wheel: Path, *, passed: bool = True, executed: bool = False, **over: Any
 ) -> records.SmokeRecord:
     fields: dict[str, Any] = {
-        "wheel": wheel.name,
-        "sha256": _sha(wheel),
-        "policy_sha256": PSHA,
-        "row": "cu130-py312-x86_64",
-        "variant": "cu130",
+        **_identity(wheel),
         "passed": passed,
         "executed": executed,
         "skipped_reason": None if executed else "no CUDA driver",

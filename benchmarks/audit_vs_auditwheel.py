@@ -1,0 +1,144 @@
+"""Benchmark: the whole audit of each corpus wheel against ``auditwheel show`` on the same wheel.
+
+    python benchmarks/audit_vs_auditwheel.py [--repeat 3] [--only KEY ...] [--out benchmarks/results/audit_vs_auditwheel.json]
+
+The corpus is tests/integration/test_audit_corpus.py's: eight third-party CUDA wheels pinned by
+name and sha256 in tests/real_wheels.py (fetched into the cache on first use). Per wheel and
+round, each in a fresh child process, alternating, after ``sync`` and a 2 s pause:
+
+* ``auditwheel show WHEEL`` (auditwheel 6.8, this environment's): the platform-tag analysis only;
+* the audit, standalone as a user runs it on someone else's wheel (no policy; claim ``--runs-on 8.0``):
+  every check (libraries, device code, GPUs, packages, loader, hygiene with the platform tag,
+  C++ consumer), the device code inventory and the GPU table. The child runs the command's body
+  (:func:`release.audit.claim.claim_expectation`, :func:`release.audit.run.audit_wheel`,
+  :func:`release.audit.report.render_json`) so the number does not depend on how the CLI is wired.
+
+Wall-clock seconds, medians over the rounds; peak RSS of the child. Target: the audit takes no
+longer than ``auditwheel show`` on every wheel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = (
+    "torchvision",
+    "nvidia_cufile",
+    "nvidia_curand",
+    "nvidia_nvshmem_cu13",
+    "nvidia_nccl_cu13",
+    "nvidia_cusparse",
+    "nvidia_cufft",
+    "nvidia_cudnn_cu13",
+)
+
+_AUDIT = """
+import sys
+from release.audit.claim import claim_expectation
+from release.audit.report import render_json
+from release.audit.run import audit_wheel
+result = audit_wheel(sys.argv[1], claim_expectation(variant=None, gpu_archs=None, policy=None, runs_on="8.0"))
+print(render_json([result]))
+"""
+
+_MEASURE = r"""
+import json, resource, subprocess, sys, time
+start = time.perf_counter()
+proc = subprocess.run(sys.argv[1:], capture_output=True)
+wall = time.perf_counter() - start
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": proc.returncode, "wall_s": wall, "maxrss_kib": usage.ru_maxrss,
+                  "stdout": proc.stdout.decode(errors="replace")[-200000:], "stderr": proc.stderr.decode(errors="replace")[-2000:]}))
+"""
+
+
+def measure(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    os.sync()
+    time.sleep(2)
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True, check=True, env=env, cwd=cwd
+    )
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def auditwheel() -> str:
+    found = Path(sys.executable).with_name("auditwheel")
+    return str(found) if found.is_file() else "auditwheel"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", nargs="*", default=None, help="corpus keys (default: all eight)")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "audit_vs_auditwheel.json")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "tests"))
+    from real_wheels import BY_KEY, fetch
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    keys = args.only or list(CORPUS)
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-empty-") as empty:
+        for key in keys:
+            wheel = fetch(BY_KEY[key])
+            rounds = []
+            for _ in range(args.repeat):
+                show = measure([auditwheel(), "show", str(wheel)], env, Path(empty))
+                ours = measure([sys.executable, "-c", _AUDIT, str(wheel)], env, Path(empty))
+                if ours["rc"] not in (0, 1):
+                    print(ours["stderr"], file=sys.stderr)
+                    return 4
+                result = json.loads(ours["stdout"])["results"][0]
+                rounds.append({"auditwheel_show": show, "audit": ours, "verdict": ours["rc"], "timings": result["timings"]})
+            show_s = statistics.median(r["auditwheel_show"]["wall_s"] for r in rounds)
+            audit_s = statistics.median(r["audit"]["wall_s"] for r in rounds)
+            out[key] = {
+                "wheel": wheel.name,
+                "wheel_mib": round(wheel.stat().st_size / (1 << 20), 1),
+                "auditwheel_show_s": round(show_s, 2),
+                "auditwheel_show_exit": rounds[0]["auditwheel_show"]["rc"],
+                "audit_s": round(audit_s, 2),
+                "ratio": round(audit_s / show_s, 2),
+                "audit_verdict": rounds[0]["verdict"],
+                "audit_peak_rss_mib": round(max(r["audit"]["maxrss_kib"] for r in rounds) / 1024),
+                "auditwheel_peak_rss_mib": round(max(r["auditwheel_show"]["maxrss_kib"] for r in rounds) / 1024),
+                "rounds_s": [[round(r["auditwheel_show"]["wall_s"], 2), round(r["audit"]["wall_s"], 2)] for r in rounds],
+                "audit_timings_s": {k: round(v, 3) for k, v in rounds[0]["timings"].items()},
+                "within_target": audit_s <= show_s,
+            }
+            print(
+                f"{key}: auditwheel show {show_s:.2f} s, audit {audit_s:.2f} s ({audit_s / show_s:.2f}x), "
+                f"audit peak RSS {out[key]['audit_peak_rss_mib']} MiB",
+                flush=True,
+            )
+    doc = {
+        "version": 1,
+        "benchmark": "audit vs auditwheel show, per corpus wheel",
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "repeat": args.repeat,
+        "target": "audit_s <= auditwheel_show_s on every wheel",
+        "wheels": out,
+        "all_within_target": all(v["within_target"] for v in out.values()),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}; all within target: {doc['all_within_target']}")
+    return 0 if doc["all_within_target"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""Look inside device code entries: decompress the start of an entry, tell whether a unit holds kernels.
+
+A fatbinary's entry headers say which GPUs it targets (:mod:`release.audit.fatbin`), not whether
+it holds any kernel: nvcc's link step adds a fatbinary of its own to every binary it links (SASS
+for the link's targets, no PTX, no kernel), and a ``.cu`` file with only host code or device
+globals still gets one. Those units run nothing, so the GPU table must not count them. This
+module reads just enough of an entry to tell:
+
+* a cubin (SASS) holds code when its section names include ``.text.<function>``: its section
+  name table comes right after the 64-byte ELF header, so the first kilobytes suffice (the
+  link step's unit has only ``.nv.info``, ``.nv.callgraph`` and notes);
+* PTX holds a kernel when it has an ``.entry`` directive;
+* a cubin's ``.note.nv.tkinfo`` names the ptxas that wrote it (``Cuda compilation tools,
+  release 13.0``) and its ``-arch sm_100f`` (the ELF header's flags carry the architecture,
+  not the a/f variant).
+
+Compressed payloads: LZ4 blocks (flag 0x2000) are decoded here in Python; zstd frames (flag
+0x8000) through the system's ``libzstd.so.1`` (its public streaming API, by ctypes). Output
+is always bounded: a prefix of :data:`PREFIX` bytes, the whole entry only when the prefix does
+not answer, and never more than :data:`MAX_ENTRY` bytes. Without libzstd a zstd entry cannot be
+looked into, and the unit's kernels are *unknown* (counted as holding kernels: fail closed).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import os
+import re
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from release.audit.fatbin import Fatbinary, FatbinEntry
+
+__all__ = [
+    "MAX_ENTRY",
+    "PREFIX",
+    "DecodeError",
+    "UnitFacts",
+    "cubin_target",
+    "decompress",
+    "lz4_block",
+    "unit_facts",
+    "zstd_available",
+]
+
+PREFIX = 64 * 1024  # bytes of an entry looked at first
+MAX_ENTRY = 64 * 1024 * 1024  # never decompress more than this of one entry
+EM_CUDA = 190
+
+_TEXT = re.compile(rb"\0\.text\.[^\0]")
+_ENTRY = re.compile(rb"(?m)^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s")
+_RELEASE = re.compile(rb"Cuda compilation tools, release (\d{1,2})\.(\d{1,2})")
+_ARCH = re.compile(rb"-arch(?:=|\s+)sm_(\d{2,3})([af]?)\b")
+
+
+class DecodeError(Exception):
+    """A compressed payload that does not decode."""
+
+
+# --------------------------------------------------------------------------- LZ4
+
+
+def lz4_block(src: bytes, limit: int) -> bytes:
+    """Decode an LZ4 block (no frame) until ``limit`` bytes are out or the input ends."""
+    out = bytearray()
+    i, n = 0, len(src)
+    try:
+        while i < n and len(out) < limit:
+            token = src[i]
+            i += 1
+            length = token >> 4
+            if length == 15:
+                while True:
+                    b = src[i]
+                    i += 1
+                    length += b
+                    if b != 255:
+                        break
+            out += src[i : i + length]
+            i += length
+            if i >= n:
+                break  # the last sequence is literals only
+            offset = src[i] | (src[i + 1] << 8)
+            i += 2
+            if offset == 0 or offset > len(out):
+                raise DecodeError(f"LZ4 match offset {offset} points before the start of the output")
+            match = token & 15
+            if match == 15:
+                while True:
+                    b = src[i]
+                    i += 1
+                    match += b
+                    if b != 255:
+                        break
+            match += 4
+            start = len(out) - offset
+            if offset >= match:
+                out += out[start : start + match]
+            else:  # overlapping copy: the pattern repeats
+                pattern = bytes(out[start:])
+                out += (pattern * (match // len(pattern) + 1))[:match]
+    except IndexError:
+        raise DecodeError("LZ4 block ends in the middle of a sequence") from None
+    return bytes(out[:limit])
+
+
+# --------------------------------------------------------------------------- zstd (system library)
+
+
+class _Buffer(ctypes.Structure):
+    _fields_ = (("data", ctypes.c_void_p), ("size", ctypes.c_size_t), ("pos", ctypes.c_size_t))
+
+
+@dataclass(frozen=True)
+class _Zstd:
+    lib: ctypes.CDLL
+
+    def decode(self, src: bytes, limit: int) -> bytes:
+        z = self.lib
+        stream = z.ZSTD_createDStream()
+        if not stream:
+            raise DecodeError("libzstd could not create a decompression stream")
+        try:
+            z.ZSTD_initDStream(stream)
+            out = ctypes.create_string_buffer(limit)
+            source = ctypes.create_string_buffer(src, len(src))
+            inb = _Buffer(ctypes.cast(source, ctypes.c_void_p), len(src), 0)
+            outb = _Buffer(ctypes.cast(out, ctypes.c_void_p), limit, 0)
+            while outb.pos < limit and inb.pos < inb.size:
+                before = (inb.pos, outb.pos)
+                rc = z.ZSTD_decompressStream(stream, ctypes.byref(outb), ctypes.byref(inb))
+                if z.ZSTD_isError(rc):
+                    raise DecodeError(f"zstd: {z.ZSTD_getErrorName(rc).decode(errors='replace')}")
+                if rc == 0 or (inb.pos, outb.pos) == before:
+                    break
+            return out.raw[: outb.pos]
+        finally:
+            z.ZSTD_freeDStream(stream)
+
+
+@functools.cache
+def _zstd() -> _Zstd | None:
+    name = ctypes.util.find_library("zstd") or "libzstd.so.1"
+    try:
+        lib = ctypes.CDLL(name)
+    except OSError:
+        return None
+    lib.ZSTD_createDStream.restype = ctypes.c_void_p
+    lib.ZSTD_initDStream.argtypes = (ctypes.c_void_p,)
+    lib.ZSTD_initDStream.restype = ctypes.c_size_t
+    lib.ZSTD_freeDStream.argtypes = (ctypes.c_void_p,)
+    lib.ZSTD_freeDStream.restype = ctypes.c_size_t
+    lib.ZSTD_decompressStream.argtypes = (ctypes.c_void_p, ctypes.POINTER(_Buffer), ctypes.POINTER(_Buffer))
+    lib.ZSTD_decompressStream.restype = ctypes.c_size_t
+    lib.ZSTD_isError.argtypes = (ctypes.c_size_t,)
+    lib.ZSTD_isError.restype = ctypes.c_uint
+    lib.ZSTD_getErrorName.argtypes = (ctypes.c_size_t,)
+    lib.ZSTD_getErrorName.restype = ctypes.c_char_p
+    return _Zstd(lib)
+
+
+def zstd_available() -> bool:
+    return _zstd() is not None
+
+
+# --------------------------------------------------------------------------- entries
+
+
+def _read(fd: int, offset: int, size: int) -> bytes:
+    data = os.pread(fd, size, offset)
+    if len(data) != size:
+        raise DecodeError(f"{size} bytes at {offset:#x} run past the end of the file")
+    return data
+
+
+def decompress(fd: int, entry: FatbinEntry, limit: int) -> bytes | None:
+    """Up to ``limit`` bytes of the entry's payload, decompressed; None when it is zstd and this
+    machine has no libzstd. DecodeError for a payload that does not decode."""
+    limit = min(limit, MAX_ENTRY)
+    codec = entry.compression
+    if codec is None:
+        return _read(fd, entry.payload_offset, min(entry.payload_size, limit))
+    if codec == "lz4":
+        need = min(entry.payload_size, limit + limit // 255 + 64)
+        return lz4_block(_read(fd, entry.payload_offset, need), limit)
+    zstd = _zstd()
+    if zstd is None:
+        return None
+    need = min(entry.payload_size, limit + 256 * 1024)  # a zstd block is at most 128 KiB
+    return zstd.decode(_read(fd, entry.payload_offset, need), limit)
+
+
+def _full_size(entry: FatbinEntry) -> int:
+    return entry.uncompressed_size or (entry.payload_size if not entry.compressed else MAX_ENTRY)
+
+
+def _holds_code(entry: FatbinEntry, data: bytes) -> bool:
+    if entry.kind == "ptx":
+        return _ENTRY.search(data) is not None
+    return data[:4] != b"\x7fELF" or _TEXT.search(data) is not None  # not an ELF cubin: assume code
+
+
+@dataclass(frozen=True)
+class UnitFacts:
+    """What the look inside one fatbinary found."""
+
+    kernels: bool | None  # None: could not be told (no libzstd, an undecodable payload)
+    toolkits: tuple[tuple[int, int], ...]  # ptxas releases named by the cubins looked at
+    problem: str | None = None  # why kernels is None
+
+
+def unit_facts(fd: int, unit: Fatbinary) -> UnitFacts:
+    """Whether ``unit`` holds kernels (an ``.entry`` in its PTX or ``.text.*`` in a cubin), looking at
+    its smallest entries first and stopping at the first that does. LTO-IR is not looked into."""
+    toolkits: set[tuple[int, int]] = set()
+    unknown: str | None = None
+    looked = [e for e in unit.entries if e.kind in ("sass", "ptx")]
+    for entry in sorted(looked, key=lambda e: (e.kind != "ptx", e.payload_size)):
+        try:
+            data = decompress(fd, entry, PREFIX)
+            if data is None:
+                unknown = f"{entry.name} is zstd-compressed and this machine has no libzstd.so.1"
+                continue
+            if entry.kind == "sass":
+                toolkits.update(_releases(data))
+            if _holds_code(entry, data):
+                return UnitFacts(True, tuple(sorted(toolkits)))
+            size = _full_size(entry)
+            if len(data) < min(size, MAX_ENTRY) and size > PREFIX:
+                data = decompress(fd, entry, size) or b""
+                if _holds_code(entry, data):
+                    return UnitFacts(True, tuple(sorted(toolkits)))
+        except (DecodeError, OSError) as exc:
+            unknown = f"{entry.name} could not be decompressed: {exc}"
+    if unknown is not None:
+        return UnitFacts(None, tuple(sorted(toolkits)), unknown)
+    return UnitFacts(False, tuple(sorted(toolkits)))
+
+
+def _releases(data: bytes) -> Iterable[tuple[int, int]]:
+    return {(int(m[1]), int(m[2])) for m in _RELEASE.finditer(data)}
+
+
+# --------------------------------------------------------------------------- cubin files and images
+
+
+@dataclass(frozen=True)
+class CubinTarget:
+    arch: int  # 90
+    variant: str  # "", "a", "f"
+    toolkit: tuple[int, int] | None  # the ptxas release that wrote it
+    kernels: bool
+
+
+def cubin_target(head: bytes, data: bytes) -> CubinTarget | None:
+    """The target of a cubin (an ELF file for EM_CUDA) from its ELF header ``head`` and its bytes (or
+    their start) ``data``; None when it is not a 64-bit little-endian cubin."""
+    if len(head) < 0x34 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+        return None
+    (machine,) = struct.unpack_from("<H", head, 0x12)
+    if machine != EM_CUDA:
+        return None
+    (flags,) = struct.unpack_from("<I", head, 0x30)
+    arch = (flags >> 8) & 0xFF if head[8] >= 7 else flags & 0xFF  # the ABI version moved the field
+    m = _ARCH.search(data)
+    variant = m[2].decode() if m is not None and int(m[1]) == arch else ""
+    releases = sorted(_releases(data))
+    return CubinTarget(arch, variant, releases[-1] if releases else None, _TEXT.search(data) is not None)
+
+
+def is_cubin_header(head: bytes) -> bool:
+    return len(head) >= 0x14 and head[:4] == b"\x7fELF" and struct.unpack_from("<H", head, 0x12)[0] == EM_CUDA

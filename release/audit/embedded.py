@@ -1,0 +1,125 @@
+"""Device code a library carries as plain data: cubins and fatbins embedded in ``.rodata`` or ``.data``.
+
+Some libraries load part of their device code themselves (``cuModuleLoadData`` on an image
+compiled into the library as a byte array) instead of letting the CUDA runtime register it from
+``.nv_fatbin``: cuFFT 12.0 keeps 23,983 fatbinaries in ``.ldata``, cuSPARSE 12.6 34 in
+``.rodata``. The audit finds them by their magic (a cubin: an ELF header for EM_CUDA; a
+fatbinary: 0xBA55ED50, version 1, a 16-byte header and a payload that parses) and reads their
+targets, but cannot tie them to a kernel or a GPU: which image a library loads on which GPU is
+its own code's decision. They are reported as such (:mod:`release.audit.device_code`: a finding
+the row can allow).
+
+The file is memory-mapped and searched section by section (``mmap.find``); nothing is copied
+but the headers of what is found. Fatbinary and cubin entries inside an image are skipped.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from release.audit.cubin import PREFIX, cubin_target
+from release.audit.elf import SHT_NOBITS, ElfInfo
+from release.audit.fatbin import FATBIN_MAGIC, FatbinError, parse_range, target_name
+
+__all__ = ["DATA_SECTIONS", "EmbeddedImage", "find_embedded"]
+
+DATA_SECTIONS = (".rodata", ".data", ".lrodata", ".ldata")  # and their .rodata.* / .data.rel.ro kin
+_ELF = b"\x7fELF"
+_FATBIN = struct.pack("<I", FATBIN_MAGIC)
+MAX_IMAGES = 100_000  # a hostile library cannot make the report unbounded
+
+
+@dataclass(frozen=True)
+class EmbeddedImage:
+    """One device code image found as data in a host library."""
+
+    section: str
+    offset: int  # file offset
+    kind: Literal["cubin", "fatbin"]
+    size: int
+    targets: tuple[str, ...]  # sm_80, compute_90, sm_100f, ... (a cubin: one)
+
+
+def _sections(info: ElfInfo) -> Iterator[tuple[str, int, int]]:
+    for s in info.sections:
+        if s.type == SHT_NOBITS or s.size == 0:
+            continue
+        if s.name.startswith(DATA_SECTIONS):
+            yield s.name, s.offset, s.size
+
+
+def find_embedded(path: str | os.PathLike[str], info: ElfInfo) -> tuple[EmbeddedImage, ...]:
+    """Every cubin or fatbinary image inside the data sections of the ELF file ``path``."""
+    ranges = list(_sections(info))
+    if not ranges:
+        return ()
+    with open(path, "rb") as f:  # noqa: PTH123 - a descriptor for mmap
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return ()
+        with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as mm:
+            out: list[EmbeddedImage] = []
+            for name, start, length in ranges:
+                end = min(start + length, size)
+                out.extend(_scan(mm, os.fspath(path), name, start, end, MAX_IMAGES - len(out)))
+                if len(out) >= MAX_IMAGES:
+                    break
+            return tuple(out)
+
+
+def _scan(mm: mmap.mmap, path: str, section: str, start: int, end: int, room: int) -> list[EmbeddedImage]:
+    out: list[EmbeddedImage] = []
+    at = start
+    elf = fat = start - 1  # the next hit of each magic at or after ``at`` (searched again once passed)
+    while at < end and len(out) < room:
+        if elf != -1 and elf < at:
+            elf = mm.find(_ELF, at, end)
+        if fat != -1 and fat < at:
+            fat = mm.find(_FATBIN, at, end)
+        hits = [h for h in (elf, fat) if h != -1]
+        if not hits:
+            break
+        hit = min(hits)
+        image = _fatbin(mm, path, section, hit, end) if hit == fat else _cubin(mm, section, hit, end)
+        if image is None:
+            at = hit + 4
+            continue
+        out.append(image)
+        at = hit + max(image.size, 4)
+    return out
+
+
+def _fatbin(mm: mmap.mmap, path: str, section: str, at: int, end: int) -> EmbeddedImage | None:
+    if at % 8 or at + 16 > end:
+        return None
+    _magic, version, header_size, payload = struct.unpack_from("<IHHQ", mm, at)
+    if version != 1 or header_size != 16 or payload == 0 or at + header_size + payload > end:
+        return None
+    try:
+        units = parse_range(path, at, header_size + payload, what=f"a fatbin image in {section}")
+    except FatbinError:
+        return None
+    targets = tuple(target_name(e.kind, e.arch, e.variant) for fb in units for e in fb.entries)
+    return EmbeddedImage(section, at, "fatbin", header_size + payload, targets)
+
+
+def _cubin(mm: mmap.mmap, section: str, at: int, end: int) -> EmbeddedImage | None:
+    if at + 0x40 > end:
+        return None
+    head = bytes(mm[at : at + 0x40])
+    if struct.unpack_from("<H", head, 0x12)[0] != 190 or head[4] != 2:
+        return None
+    (shoff,) = struct.unpack_from("<Q", head, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
+    size = shoff + shentsize * shnum
+    if shoff == 0 or size <= 0x40 or at + size > end:
+        return None
+    target = cubin_target(head, bytes(mm[at : at + min(size, PREFIX)]))
+    if target is None:
+        return None
+    return EmbeddedImage(section, at, "cubin", size, (target_name("sass", target.arch, target.variant),))  # type: ignore[arg-type]

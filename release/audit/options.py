@@ -1,0 +1,94 @@
+"""The audit command's claim options, for :mod:`release.audit.cli` to add and read.
+
+``--gpu-archs`` (with or without ``--variant``), ``--runs-on``, ``--driver``, ``--checks``,
+``--allow``: :func:`add_claim_options` adds them to the ``audit`` parser;
+:func:`fixed_expectation` turns the parsed arguments into the expectation every wheel of the
+command is held to (None: each wheel's own row, by its file name), and
+:func:`row_options` applies the options to a row's expectation. A policy file is needed only
+for ``--row`` and file-name audits: ``--variant``/``--gpu-archs``/``--runs-on`` without one
+audit standalone (:mod:`release.audit.standalone`), from any folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from release.audit.claim import ALLOWABLE, apply_options, claim_expectation
+from release.audit.model import AuditResult, Expectation
+from release.policy.model import Policy
+
+__all__ = ["add_claim_options", "fixed_expectation", "record_allowed", "row_options"]
+
+PolicyLoader = Callable[[str, bool], tuple[Policy | None, str | None]]
+
+
+def add_claim_options(p: argparse.ArgumentParser) -> None:
+    """``--runs-on``, ``--driver``, ``--checks``, ``--allow`` (``--gpu-archs`` is the parser's own)."""
+    p.add_argument(
+        "--runs-on",
+        metavar="CCS",
+        help="GPUs every library must run on, natively or by PTX JIT: compute capabilities, e.g. 7.5,8.0,9.0,12.0",
+    )
+    p.add_argument(
+        "--driver",
+        metavar="VERSION",
+        help="predict for this driver: the CUDA version it supports (13.0, as nvidia-smi prints it) or its "
+        "version (580.159.04); PTX newer than it cannot JIT",
+    )
+    p.add_argument(
+        "--checks",
+        metavar="LIST",
+        help="run only these checks (comma-separated, e.g. device_code,gpus); a partial audit writes no record",
+    )
+    p.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        choices=ALLOWABLE,
+        help="allow what a row's policy can allow: device code embedded as data, a/f variants not claimed "
+        "(repeatable)",
+    )
+
+
+def fixed_expectation(
+    args: argparse.Namespace, load_policy: PolicyLoader, default_policy: str
+) -> tuple[Expectation | None, Policy | None, str | None]:
+    """The expectation for every wheel, the policy (if one was read) and its sha256.
+
+    ``--variant``, ``--gpu-archs`` or ``--runs-on`` without ``--row``: a claim, with the policy's
+    train packages when ``--policy`` names a policy that defines the variant (or rows.toml is in
+    this folder and does), otherwise standalone. ``load_policy(path, required)`` is the CLI's.
+    """
+    claims = args.variant is not None or args.gpu_archs is not None or args.runs_on is not None
+    if claims and args.row is None:
+        explicit = args.policy != default_policy
+        policy, digest = (
+            load_policy(args.policy, explicit) if explicit or Path(args.policy).is_file() else (None, None)
+        )
+        exp = claim_expectation(
+            variant=args.variant,
+            gpu_archs=args.gpu_archs,
+            policy=policy,
+            runs_on=args.runs_on,
+            driver=args.driver,
+            checks=args.checks,
+            allow=args.allow,
+        )
+        return replace(exp, policy_sha256=None if exp.standalone else digest), policy, digest
+    return None, None, None
+
+
+def row_options(expectation: Expectation, args: argparse.Namespace) -> Expectation:
+    """A row's expectation with ``--runs-on``, ``--driver``, ``--checks`` and ``--allow`` applied."""
+    return apply_options(
+        expectation, runs_on=args.runs_on, driver=args.driver, checks=args.checks, allow=args.allow
+    )
+
+
+def record_allowed(result: AuditResult) -> bool:
+    """A partial audit (``--checks``) or one the command line loosened (``--allow``) writes no record:
+    publish must never trust it. ``--runs-on`` and ``--driver`` only add checks, so they may."""
+    return not result.partial and not result.expectation.overrides

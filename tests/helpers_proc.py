@@ -1,0 +1,44 @@
+"""Test helpers about processes: running ``python -m``, waiting for a process that must end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+
+def python_m(
+    *argv: str,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float | None = None,
+    check: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m <argv>`` with this interpreter, its output captured as text; ``env`` defaults
+    to this process's environment."""
+    return subprocess.run(
+        [sys.executable, "-m", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=timeout,
+    )
+
+
+def assert_process_ends(pid: int, what: str, within_s: float = 5.0) -> None:
+    """Wait up to ``within_s`` for process ``pid`` to end; fail the test naming ``what`` if it lives on."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"{what} {pid} outlived its timeout")

@@ -1,0 +1,281 @@
+"""The [project] keys a real package needs, checked at load: an optional check, a tolerance,
+the form of its wheel tags, build constraints files; project.path relative to the policy file;
+a matrix narrowed to one arch leaving the other arch's keys unused, not wrong. And the record
+store's one rule "is this wheel the row's?" for abi3 and py3-none wheels.
+
+Each policy here is examples/lazysaxpy/rows.toml (x86_64, Python 3.12, CPU + CUDA 13.0 and
+13.2) with one change, parsed for real from TOML.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from release.core.errors import InputError, PolicyError
+from release.policy.load import load_policy, parse_policy
+from release.policy.matrix import Row, expand, python_tag_matches
+from release.policy.model import Policy
+from release.records import row_for_wheel, row_matches_wheel
+
+ROOT = Path(__file__).resolve().parents[2]
+LAZY = ROOT / "examples" / "lazysaxpy" / "rows.toml"
+BASE: dict[str, Any] = tomllib.loads(LAZY.read_text(encoding="utf-8"))
+SHA = "0" * 64
+
+
+def _load(folder: Path, change: dict[str, Any] | None = None, **project: object) -> Policy:
+    """The lazysaxpy policy with ``project`` keys set (None deletes) and ``change`` merged on top,
+    parsed as if read from ``folder/rows.toml``."""
+    data = copy.deepcopy(BASE)
+    for key, value in project.items():
+        if value is None:
+            data["project"].pop(key, None)
+        else:
+            data["project"][key] = value
+    for key, value in (change or {}).items():
+        data[key] = value
+    return parse_policy(data, "rows.toml", source=folder / "rows.toml", sha256=SHA)
+
+
+def _refusal(folder: Path, change: dict[str, Any] | None = None, **project: object) -> str:
+    with pytest.raises(PolicyError) as info:
+        _load(folder, change, **project)
+    message = str(info.value)
+    assert message.startswith("rows.toml: "), message
+    return message
+
+
+# --------------------------------------------------------------------------- check and tolerance
+
+
+def test_check_is_optional(tmp_path: Path) -> None:
+    policy = _load(tmp_path, check=None)
+    assert policy.project.check is None
+    assert policy.project.exact
+    assert _load(tmp_path).project.check == "lazysaxpy:check"
+
+
+def test_tolerances_load_as_floats_and_default_to_exact(tmp_path: Path) -> None:
+    project = _load(tmp_path, atol=1e-6, rtol=0).project
+    assert (project.atol, project.rtol, project.exact) == (1e-6, 0.0, False)
+    assert _load(tmp_path, rtol=2).project.rtol == 2.0
+    assert _load(tmp_path).project.exact
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("atol", -1e-6, "must be a finite number, 0 or more"),
+        ("rtol", math.nan, "must be a finite number, 0 or more"),
+        ("atol", math.inf, "must be a finite number, 0 or more"),
+        ("atol", 10**400, "must be a finite number, 0 or more"),
+        ("rtol", True, "expected a number like 1e-6, got a boolean"),
+        ("atol", "1e-6", "expected a number like 1e-6, got a string"),
+    ],
+)
+def test_bad_tolerances_are_refused(tmp_path: Path, key: str, value: object, fragment: str) -> None:
+    message = _refusal(tmp_path, **{key: value})
+    assert f"project.{key}: " in message and fragment in message
+
+
+def test_a_tolerance_without_a_check_is_refused(tmp_path: Path) -> None:
+    message = _refusal(tmp_path, check=None, atol=1e-6)
+    assert "project.atol: a tolerance needs a check to apply to; set project.check" in message
+
+
+# --------------------------------------------------------------------------- wheel tags
+
+
+def test_wheel_tags_default_and_reach_every_row(tmp_path: Path) -> None:
+    assert {r.wheel_tags for r in expand(_load(tmp_path, wheel_tags=None))} == {"cpython"}
+    rows = expand(_load(tmp_path, wheel_tags="py3-none"))
+    assert {r.wheel_tags for r in rows} == {"py3-none"}
+
+
+def test_an_unknown_wheel_tags_form_is_refused_with_a_suggestion(tmp_path: Path) -> None:
+    message = _refusal(tmp_path, wheel_tags="abi4")
+    assert "project.wheel_tags: 'abi4' is not allowed; did you mean 'abi3'?" in message
+    assert "cpython, abi3, py3-none" in message
+
+
+def test_abi3_and_py3_none_need_one_python_per_variant(tmp_path: Path) -> None:
+    two = {"matrix": {**BASE["matrix"], "pythons": ["3.11", "3.12"]}}
+    message = _refusal(tmp_path, two, wheel_tags="abi3")
+    assert "rows.toml: matrix.pythons: project.wheel_tags = 'abi3': one wheel serves every Python" in message
+    assert "variant cpu is built for 3.11, 3.12, which would make 2 wheels of one name" in message
+    # the CPU wheel off, the trains still build for both: named at the train
+    no_cpu = {"matrix": {**two["matrix"], "cpu_wheel": "disable"}}
+    message = _refusal(tmp_path, no_cpu, wheel_tags="py3-none")
+    assert "train.\"13.0\".pythons: project.wheel_tags = 'py3-none'" in message
+    assert 'list one Python in train."13.0".pythons (or matrix.pythons)' in message
+    # a train narrowed to one Python each is fine; cpython wheels may have several
+    trains = copy.deepcopy(BASE["train"])
+    for table in trains.values():
+        table["pythons"] = ["3.12"]
+    assert _load(tmp_path, {**no_cpu, "train": trains}, wheel_tags="abi3").project.wheel_tags == "abi3"
+    assert len(expand(_load(tmp_path, two, wheel_tags="cpython"))) == 6
+
+
+# --------------------------------------------------------------------------- build constraints
+
+
+def test_build_constraints_are_relative_to_the_policy_and_must_exist(tmp_path: Path) -> None:
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "project.txt").write_text("cmake==4.4.4\n", encoding="utf-8")
+    (tmp_path / "cu13.txt").write_text("ninja==1.13.2\n", encoding="utf-8")
+    trains = copy.deepcopy(BASE["train"])
+    trains["13.0"]["build_constraints"] = ["cu13.txt"]
+    policy = _load(tmp_path, {"train": trains}, build_constraints=["ci/project.txt"])
+    assert policy.project.build_constraints == (tmp_path / "ci" / "project.txt",)
+    assert policy.build_constraints("13.0") == (tmp_path / "ci" / "project.txt", tmp_path / "cu13.txt")
+    assert policy.build_constraints("13.2") == (tmp_path / "ci" / "project.txt",)
+    assert policy.build_constraints(None) == (tmp_path / "ci" / "project.txt",)
+
+
+def test_missing_absolute_and_folder_constraints_are_refused(tmp_path: Path) -> None:
+    message = _refusal(tmp_path, build_constraints=["nope.txt"])
+    assert f"project.build_constraints[0]: 'nope.txt' ({tmp_path / 'nope.txt'}) does not exist" in message
+    assert "relative to the policy file's folder" in message
+    message = _refusal(tmp_path, build_constraints=[str(tmp_path / "x.txt")])
+    assert "must be relative to the policy file's folder" in message
+    (tmp_path / "folder").mkdir()
+    message = _refusal(tmp_path, build_constraints=["folder"])
+    assert "is not a regular file" in message
+    trains = copy.deepcopy(BASE["train"])
+    trains["13.2"]["build_constraints"] = ["gone.txt"]
+    message = _refusal(tmp_path, {"train": trains})
+    assert "train.\"13.2\".build_constraints[0]: 'gone.txt'" in message
+
+
+def test_constraints_from_a_real_file_resolve_against_its_folder(tmp_path: Path) -> None:
+    """load_policy, not parse_policy: the folder is the policy file's, not the working directory's."""
+    (tmp_path / "pins.txt").write_text("scikit-build-core==1.1.2\n", encoding="utf-8")
+    text = LAZY.read_text(encoding="utf-8").replace(
+        'wheel_tags = "py3-none"', 'wheel_tags = "py3-none"\nbuild_constraints = ["pins.txt"]'
+    )
+    (tmp_path / "rows.toml").write_text(text, encoding="utf-8")
+    assert load_policy(tmp_path / "rows.toml").project.build_constraints == (tmp_path / "pins.txt",)
+
+
+# --------------------------------------------------------------------------- project.path
+
+
+def test_project_path_is_relative_to_the_policy_file(tmp_path: Path) -> None:
+    assert _load(tmp_path, path="..").project.path == ".."
+    assert _load(tmp_path, path="../pkg").project.path == "../pkg"
+    message = _refusal(tmp_path, path="/abs/pkg")
+    assert "project.path: '/abs/pkg' must be relative to the policy file's folder" in message
+    assert (LAZY.parent / load_policy(LAZY).project.path).resolve() == LAZY.parent
+
+
+# --------------------------------------------------------------------------- a narrowed matrix
+
+
+def _two_arch_trains() -> dict[str, Any]:
+    trains = copy.deepcopy(BASE["train"])
+    for version, table in trains.items():
+        table["builder_image"]["aarch64"] = f"pytorch/manylinuxaarch64-builder:cuda{version}"
+        table["gpu_archs"]["aarch64"] = ["9.0", "10.0", "11.0+PTX"]
+    return trains
+
+
+def test_other_arch_keys_are_unused_not_wrong(tmp_path: Path) -> None:
+    deps = [{"package": "torch", "index": "pypi", "platforms": ["aarch64"]}]
+    policy = _load(tmp_path, {"train": _two_arch_trains(), "dependency": deps})
+    assert policy.platforms == ("x86_64",)
+    assert {r.platform for r in expand(policy)} == {"x86_64"}
+    assert policy.notes == (
+        'rows.toml: train."13.0".builder_image: aarch64 not in matrix.platforms (x86_64): unused by this matrix',
+        'rows.toml: train."13.0".gpu_archs: aarch64 not in matrix.platforms (x86_64): unused by this matrix',
+        'rows.toml: train."13.2".builder_image: aarch64 not in matrix.platforms (x86_64): unused by this matrix',
+        'rows.toml: train."13.2".gpu_archs: aarch64 not in matrix.platforms (x86_64): unused by this matrix',
+        "rows.toml: dependency[0].platforms[0]: aarch64 is not in matrix.platforms (x86_64); unused by this matrix",
+    )
+    assert policy.dependencies[0].platforms == ("aarch64",)  # kept: it still matches no x86_64 row
+    assert _load(tmp_path).notes == ()
+
+
+def test_a_name_that_is_no_arch_is_still_refused(tmp_path: Path) -> None:
+    trains = _two_arch_trains()
+    trains["13.0"]["gpu_archs"]["x86-64"] = ["8.0+PTX"]
+    message = _refusal(tmp_path, {"train": trains})
+    assert "train.\"13.0\".gpu_archs.x86-64: unknown platform 'x86-64'; did you mean 'x86_64'?" in message
+    trains = _two_arch_trains()
+    trains["13.2"]["builder_image"]["arm64"] = "img"
+    message = _refusal(tmp_path, {"train": trains})
+    assert "train.\"13.2\".builder_image.arm64: unknown platform 'arm64'" in message
+    deps = [{"package": "torch", "index": "pypi", "platforms": ["arm64"]}]
+    assert "dependency[0].platforms[0]: 'arm64' is not in matrix.platforms" in _refusal(
+        tmp_path, {"dependency": deps}
+    )
+
+
+def test_a_matrix_arch_still_needs_its_image_and_arch_list(tmp_path: Path) -> None:
+    trains = _two_arch_trains()
+    del trains["13.0"]["builder_image"]["x86_64"]
+    message = _refusal(tmp_path, {"train": trains})
+    assert "train.\"13.0\".builder_image.x86_64: missing required key 'x86_64'" in message
+    trains = _two_arch_trains()
+    del trains["13.2"]["gpu_archs"]["x86_64"]
+    message = _refusal(tmp_path, {"train": trains})
+    assert 'train."13.2".gpu_archs.x86_64: CUDA 13.2 on x86_64 has no arch list' in message
+
+
+# --------------------------------------------------------------------------- which row a wheel is
+
+
+def _rows(tmp_path: Path, wheel_tags: str, python: str = "3.12") -> dict[str, Row]:
+    matrix = {**BASE["matrix"], "pythons": [python]}
+    return {r.variant: r for r in expand(_load(tmp_path, {"matrix": matrix}, wheel_tags=wheel_tags))}
+
+
+@pytest.mark.parametrize(
+    ("wheel_tags", "python", "tag", "matches"),
+    [
+        ("py3-none", "3.12", "py3-none", True),
+        ("py3-none", "3.12", "py312-none", True),
+        ("py3-none", "3.11", "py312-none", False),  # for a newer Python than the row's
+        ("py3-none", "3.12", "cp312-cp312", False),  # a form the policy does not name
+        ("py3-none", "3.12", "py3-abi3", False),
+        ("abi3", "3.11", "cp310-abi3", True),
+        ("abi3", "3.11", "cp311-abi3", True),
+        ("abi3", "3.11", "cp312-abi3", False),  # needs 3.12, the row is 3.11
+        ("abi3", "3.11", "cp311-cp311", False),
+        ("abi3", "3.11", "py3-none", False),
+        ("cpython", "3.12", "cp312-cp312", True),
+        ("cpython", "3.12", "cp310-abi3", False),
+        ("cpython", "3.12", "py3-none", False),
+    ],
+)
+def test_row_matches_the_wheel_tags_the_policy_names(
+    tmp_path: Path, wheel_tags: str, python: str, tag: str, matches: bool
+) -> None:
+    row = _rows(tmp_path, wheel_tags, python)["cu130"]
+    assert row_matches_wheel(row, f"lazysaxpy-0.1.0+cu130-{tag}-manylinux_2_28_x86_64.whl") is matches
+    # the label and the CPU arch still decide too
+    assert not row_matches_wheel(row, f"lazysaxpy-0.1.0+cu132-{tag}-manylinux_2_28_x86_64.whl")
+    assert not row_matches_wheel(row, f"lazysaxpy-0.1.0+cu130-{tag}-manylinux_2_28_aarch64.whl")
+
+
+def test_python_tag_matches_is_strict_about_spelling() -> None:
+    assert python_tag_matches("abi3", "3.12", "cp39", "abi3") is True  # 3.9 and newer: 3.12 too
+    assert python_tag_matches("abi3", "3.9", "cp310", "abi3") is False
+    assert python_tag_matches("abi3", "3.12", "cp3", "abi3") is False
+    assert python_tag_matches("abi3", "3.12", "cp3１", "abi3") is False  # a fullwidth digit
+    assert python_tag_matches("py3-none", "3.12", "py2", "none") is False
+    assert python_tag_matches("py3-none", "3.12", "py3", "abi3") is False
+
+
+def test_row_for_wheel_finds_a_py3_none_wheel_and_says_the_forms(tmp_path: Path) -> None:
+    rows = tuple(_rows(tmp_path, "py3-none").values())
+    found = row_for_wheel("lazysaxpy-0.1.0+cu132-py3-none-manylinux_2_28_x86_64.whl", rows, policy_path="p")
+    assert found.id == "cu132-py312-x86_64"
+    with pytest.raises(InputError) as info:
+        row_for_wheel("lazysaxpy-0.1.0+cu132-cp312-cp312-manylinux_2_28_x86_64.whl", rows, policy_path="p")
+    assert "cu132-py312-x86_64: py3-none" in str(info.value)
