@@ -82,7 +82,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", nargs="*", default=None, help="corpus keys (default: all eight)")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "audit_vs_auditwheel.json")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "benchmarks" / "results" / "audit_vs_auditwheel.json"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))
     from real_wheels import BY_KEY, fetch
@@ -102,7 +104,14 @@ def main() -> int:
                     print(ours["stderr"], file=sys.stderr)
                     return 4
                 result = json.loads(ours["stdout"])["results"][0]
-                rounds.append({"auditwheel_show": show, "audit": ours, "verdict": ours["rc"], "timings": result["timings"]})
+                rounds.append(
+                    {
+                        "auditwheel_show": show,
+                        "audit": ours,
+                        "verdict": ours["rc"],
+                        "timings": result["timings"],
+                    }
+                )
             show_s = statistics.median(r["auditwheel_show"]["wall_s"] for r in rounds)
             audit_s = statistics.median(r["audit"]["wall_s"] for r in rounds)
             out[key] = {
@@ -114,8 +123,12 @@ def main() -> int:
                 "ratio": round(audit_s / show_s, 2),
                 "audit_verdict": rounds[0]["verdict"],
                 "audit_peak_rss_mib": round(max(r["audit"]["maxrss_kib"] for r in rounds) / 1024),
-                "auditwheel_peak_rss_mib": round(max(r["auditwheel_show"]["maxrss_kib"] for r in rounds) / 1024),
-                "rounds_s": [[round(r["auditwheel_show"]["wall_s"], 2), round(r["audit"]["wall_s"], 2)] for r in rounds],
+                "auditwheel_peak_rss_mib": round(
+                    max(r["auditwheel_show"]["maxrss_kib"] for r in rounds) / 1024
+                ),
+                "rounds_s": [
+                    [round(r["auditwheel_show"]["wall_s"], 2), round(r["audit"]["wall_s"], 2)] for r in rounds
+                ],
                 "audit_timings_s": {k: round(v, 3) for k, v in rounds[0]["timings"].items()},
                 "within_target": audit_s <= show_s,
             }
@@ -127,7 +140,11 @@ def main() -> int:
     doc = {
         "version": 1,
         "benchmark": "audit vs auditwheel show, per corpus wheel",
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "repeat": args.repeat,
         "target": "audit_s <= auditwheel_show_s on every wheel",

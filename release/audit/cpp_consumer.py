@@ -103,12 +103,23 @@ _INCLUDE = re.compile(
 _COMPUTED = re.compile(rb"^[ \t]*#[ \t]*include[ \t]+[A-Za-z_]", re.M)
 
 
+_HINT = re.compile(
+    rb"include|import|dependency"
+)  # a literal scan, far faster than _INCLUDE over a whole header
+
+
 def _includes(text: bytes) -> list[tuple[bytes, str]]:
     """Every ``(quote, target)`` a header names in an include, ``__has_include`` or dependency pragma."""
     out = []
-    for m in _INCLUDE.finditer(text):
-        quote, target = next((m[i], m[i + 1]) for i in (1, 3, 5) if m[i] is not None)
-        out.append((quote, target.decode("utf-8", errors="replace").strip()))
+    at = 0
+    while (hint := _HINT.search(text, at)) is not None:
+        start = text.rfind(b"\n", 0, hint.start()) + 1
+        end = text.find(b"\n", hint.end())
+        end = len(text) if end == -1 else end
+        at = end + 1
+        for m in _INCLUDE.finditer(text, start, end):
+            quote, target = next((m[i], m[i + 1]) for i in (1, 3, 5) if m[i] is not None)
+            out.append((quote, target.decode("utf-8", errors="replace").strip()))
     return out
 
 

@@ -218,7 +218,9 @@ def unit_facts(fd: int, unit: Fatbinary) -> UnitFacts:
     toolkits: set[tuple[int, int]] = set()
     unknown: str | None = None
     looked = [e for e in unit.entries if e.kind in ("sass", "ptx")]
-    for entry in sorted(looked, key=lambda e: (e.kind != "ptx", e.payload_size)):
+    # cheapest first: an uncompressed cubin answers from its first kilobytes; PTX may hold megabytes of
+    # data before its first .entry; compressed entries cost a decompression
+    for entry in sorted(looked, key=lambda e: (e.compressed, e.kind != "sass", e.payload_size)):
         try:
             data = decompress(fd, entry, PREFIX)
             if data is None:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 
 from release.audit.cubin import PREFIX, DecodeError, cubin_target, is_cubin_header, unit_facts
 from release.audit.elf import ElfError, ElfInfo, read_elf
@@ -191,7 +191,42 @@ def _threads() -> int:
     return max(2, min(8, os.cpu_count() or 2))
 
 
+class Inspector:
+    """Inspects each file as the extraction pass finishes it (:meth:`submit` is ``open_wheel``'s
+    ``on_extracted``), so reading a library overlaps unpacking the rest of the wheel."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="inspect")
+        self._futures: dict[str, Future[Library | None]] = {}
+        self._lock = threading.Lock()
+
+    def submit(self, member: Member) -> None:
+        future = self._pool.submit(inspect_member, member)
+        with self._lock:
+            self._futures[member.name] = future
+
+    def libraries(self, wheel: WheelFile) -> tuple[Library, ...]:
+        """Every inspected file of the wheel, in member order (files not submitted are inspected now)."""
+        libs: list[Library] = []
+        for member in wheel.members:
+            if member.path is None or member.kind != "file":
+                continue
+            with self._lock:
+                future = self._futures.get(member.name)
+            lib = future.result() if future is not None else inspect_member(member)
+            if lib is not None:
+                libs.append(lib)
+        return tuple(_resolve_link_needs(libs))
+
+    def __enter__(self) -> Inspector:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
 def inspect_libraries(wheel: WheelFile) -> tuple[Library, ...]:
+    """Inspect every file of an opened wheel (a few threads, biggest first)."""
     members = [m for m in wheel.members if m.path is not None and m.kind == "file"]
     biggest_first = sorted(range(len(members)), key=lambda i: -members[i].size)
     with ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="inspect") as pool:
@@ -200,7 +235,3 @@ def inspect_libraries(wheel: WheelFile) -> tuple[Library, ...]:
         )
     libs = [lib for i in range(len(members)) if (lib := done[i]) is not None]
     return tuple(_resolve_link_needs(libs))
-
-
-def library_file(lib: Library) -> Path:
-    return lib.file

@@ -1,7 +1,7 @@
 """Open a wheel safely: one streaming pass that extracts and hashes every member.
 
-Each member is decompressed once, in chunks, hashed (sha256, for the RECORD check) and
-written to a fresh file under a temporary directory; nothing is written outside it:
+Each member is decompressed once, in chunks, hashed (sha256, for the RECORD check; a big one on a
+thread of its own, :mod:`release.audit.sink`) and written to a fresh file in a temporary directory:
 
 * unsafe names (absolute, ``..``, backslash, drive letter, NUL) are refused (zip slip);
 * a member's type is decided by its name, as pip and installer decide it (see
@@ -17,8 +17,8 @@ bytes are counted as they come, per member and for the wheel. Past a limit, like
 that is no zip or a name that is no wheel name, the wheel is bad input (InputError,
 exit 2). Everything else becomes issues; many of one kind are counted, the first shown.
 
-A few threads extract, libraries first; ``on_extracted`` is called from them as each file
-is complete. The tree is removed on exit (``WHEELWRIGHT_KEEP_AUDIT_DIR=1`` keeps it).
+A few threads extract, libraries first; ``on_extracted`` is called from them as each file is
+complete. The tree is removed on exit (``WHEELWRIGHT_KEEP_AUDIT_DIR=1`` keeps it).
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from release.audit.limits import (
     size,
 )
 from release.audit.model import Member, WheelFile, ZipIssue
+from release.audit.sink import THREAD_BYTES, Sink
 from release.core.errors import InputError, StepFailed
 
 __all__ = ["KEEP_ENV", "open_wheel", "safe_member_name"]
@@ -132,6 +133,7 @@ class _Extractor:
         out: BinaryIO | None = None
         kept: list[bytes] | None = None
         scanner = scanner_for(name)
+        sink: Sink | None = None  # hashes and writes (a big member: on a thread of its own)
         try:
             with self._zip().open(info) as src:
                 chunk = src.read(CHUNK)
@@ -140,6 +142,7 @@ class _Extractor:
                     out = self._create(target)
                 elif _kept(name) and self._reserve(info.file_size):
                     kept = []
+                sink = Sink([digest, *others.values()], out, threaded=info.file_size >= THREAD_BYTES)
                 while chunk:
                     got += len(chunk)
                     self.budget.inflated(len(chunk), name)
@@ -147,17 +150,15 @@ class _Extractor:
                         raise self.budget.refuse(
                             LimitExceeded(f"{self.wheel.name}: {name} inflates past {size(cap)}, its limit")
                         )
-                    digest.update(chunk)
-                    for h in others.values():
-                        h.update(chunk)
-                    if scanner is not None:
-                        scanner.feed(chunk)
                     if out is not None:
                         self.budget.written(len(chunk))
-                        out.write(chunk)
-                    elif kept is not None:
+                    sink.feed(chunk)
+                    if scanner is not None:
+                        scanner.feed(chunk)
+                    if kept is not None:
                         kept.append(chunk)
                     chunk = src.read(CHUNK)
+                sink.close()
         except _CannotCreate as exc:
             return Member(name, info.file_size, None, None, "file", problem=f"cannot be extracted: {exc}")
         except (
@@ -169,16 +170,14 @@ class _Extractor:
             ValueError,
             RuntimeError,
         ) as exc:
-            _discard(out, target)
+            _discard(out, target, sink)
             if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                full = StepFailed(
-                    f"{self.wheel.name}: the temporary directory is full; set TMPDIR to a larger disk"
-                )
-                raise self.budget.refuse(full) from None
+                full = f"{self.wheel.name}: the temporary directory is full; set TMPDIR to a larger disk"
+                raise self.budget.refuse(StepFailed(full)) from None
             reason = str(exc) or type(exc).__name__
             return Member(name, got, None, None, "file", problem=f"corrupt member: {reason}")
         except BaseException:
-            _discard(out, target)
+            _discard(out, target, sink)
             raise
         if out is not None:
             out.close()
@@ -220,7 +219,9 @@ class _CannotCreate(Exception):
     pass
 
 
-def _discard(out: BinaryIO | None, target: str) -> None:
+def _discard(out: BinaryIO | None, target: str, sink: Sink | None = None) -> None:
+    if sink is not None:
+        sink.close(check=False)  # its thread writes no more before the file goes
     if out is not None:
         out.close()
         with contextlib.suppress(OSError):
@@ -228,8 +229,7 @@ def _discard(out: BinaryIO | None, target: str) -> None:
 
 
 def _written(name: str, dist_info: str | None) -> bool:
-    """Members a check reads from disk, whatever their content: named like a shared library or a device
-    code file, or in the wheel's own ``.dist-info`` directory (another one's files are only hashed)."""
+    """Members a check reads from disk: named like a library or device code file, or in our .dist-info."""
     base = name.rsplit("/", 1)[-1]
     return ".so" in base or base.endswith((".cubin", ".fatbin", ".ptx")) or name.startswith(dist_info or "\0")
 

@@ -191,7 +191,15 @@ def _dependencies(
                     f"{where}.variants[{j}]",
                     f"{brief(v)} is not a CUDA variant of this policy ({', '.join(variants)})",
                 )
-        out.append(Dependency(package, index, plats, vars_))
+        libs = c.strings(t.get("libraries", []), f"{where}.libraries", nonempty=False)
+        for j, lib in enumerate(libs):
+            c.token(lib, f"{where}.libraries[{j}]")
+            if not re.fullmatch(r"lib[A-Za-z0-9_.+-]*\.so(\.[0-9]+)*", lib, flags=re.ASCII):
+                raise c.fail(
+                    f"{where}.libraries[{j}]",
+                    f"{brief(lib)} is not a shared library's soname like 'libc10.so' or 'libfoo.so.1'",
+                )
+        out.append(Dependency(package, index, plats, vars_, libs))
     return tuple(out)
 
 

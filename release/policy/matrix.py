@@ -39,6 +39,10 @@ class Row:
     # how the project tags its wheels (project.wheel_tags): "cpython" cp312-cp312, "abi3"
     # cp3X-abi3 for X up to the row's Python, "py3-none" py3-none; the platform is the row's
     wheel_tags: WheelTags = "cpython"
+    # sonames the row's [[dependency]] packages provide at run time ([[dependency]].libraries)
+    provided_libraries: tuple[str, ...] = ()
+    # a CUDA row's dependency-channel packages ([[dependency]]: torch), which bring its CUDA runtime
+    channels: tuple[str, ...] = ()
 
     @property
     def is_cuda(self) -> bool:
@@ -143,6 +147,11 @@ def python_tag_matches(wheel_tags: WheelTags, python: str, interpreter: str, abi
     return rest.isascii() and rest.isdigit() and int(rest) <= minor
 
 
+def _provided(policy: Policy, variant: str, platform: str) -> tuple[str, ...]:
+    libs = (lib for d in policy.dependencies if d.applies_to(variant, platform) for lib in d.libraries)
+    return tuple(dict.fromkeys(libs))
+
+
 def expand(policy: Policy) -> tuple[Row, ...]:
     """Every row the policy advertises, in a stable order (platform, variant, python)."""
     rows: list[Row] = []
@@ -164,6 +173,7 @@ def expand(policy: Policy) -> tuple[Row, ...]:
                         manylinux=policy.manylinux,
                         extra_variants=policy.extra_variants,
                         wheel_tags=policy.project.wheel_tags,
+                        provided_libraries=_provided(policy, "cpu", platform),
                     )
                 )
         for train in policy.trains:
@@ -183,6 +193,14 @@ def expand(policy: Policy) -> tuple[Row, ...]:
                         manylinux=policy.manylinux,
                         extra_variants=policy.extra_variants,
                         wheel_tags=policy.project.wheel_tags,
+                        provided_libraries=_provided(policy, train.variant, platform),
+                        channels=tuple(
+                            dict.fromkeys(
+                                d.package
+                                for d in policy.dependencies
+                                if d.applies_to(train.variant, platform)
+                            )
+                        ),
                     )
                 )
     if not rows:

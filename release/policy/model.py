@@ -40,7 +40,7 @@ SCHEMA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "train.X.Y.cuda_packages": (("name", "libraries", "installs_to"), ("also_accepted",)),
     "exclude": (("reason",), ("python", "platform")),
-    "dependency": (("package", "index"), ("platforms", "variants")),
+    "dependency": (("package", "index"), ("platforms", "variants", "libraries")),
     "target.NAME": (("rehearsal",), ("local_server", "index")),
     "target.NAME.index.VARIANT": (("upload_url", "simple_url"), ("max_wheel_mib",)),
 }
@@ -108,6 +108,15 @@ class Dependency:
     index: str  # simple index URL, or "pypi"
     platforms: tuple[str, ...]  # empty: every platform
     variants: tuple[str, ...]  # empty: every CUDA variant
+    # sonames the package provides at run time (torch: libc10.so, libtorch_cpu.so, ...): a
+    # library of the wheel that needs one finds it loaded by the package; never grafted in repair
+    libraries: tuple[str, ...] = ()
+
+    def applies_to(self, variant: str, platform: str) -> bool:
+        """Whether this entry concerns a row (an entry without variants: every row of its platforms)."""
+        return (not self.variants or variant in self.variants) and (
+            not self.platforms or platform in self.platforms
+        )
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,9 @@ def _members(wheel: Path, wanted: set[str], into: Path) -> dict[str, Path]:
     return out
 
 
-def _ours(item: dict[str, Any]) -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str, str | None, bool]]]:
+def _ours(
+    item: dict[str, Any],
+) -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str, str | None, bool]]]:
     """The inventory as cuobjdump would list it: the executable entries, else the relocatable ones."""
     entries = [e for e in item["entries"] if not e["relocatable"]] or item["entries"]
     listing: Counter[tuple[str, str]] = Counter()
@@ -151,15 +153,19 @@ def test_inventory_equals_cuobjdump(key: str, empty: Path, tmp_path: Path) -> No
     for item in inventory:
         path = files[item["library"]]
         listing, headers = _ours(item)
-        theirs = Counter(list_device_code(path, cuobjdump=tool))
+        theirs: Counter[tuple[str, str]] = Counter(list_device_code(path, cuobjdump=tool))
         dumped = Counter(
             (kind, arch, f"{v[0]}.{v[1]}" if v else None, compressed)
             for kind, arch, v, compressed in header_dump(path, cuobjdump=tool)
         )
         if listing != theirs:
-            problems.append(f"{item['library']}: listing {sorted((listing - theirs).items())} / {sorted((theirs - listing).items())}")
+            problems.append(
+                f"{item['library']}: listing {sorted((listing - theirs).items())} / {sorted((theirs - listing).items())}"
+            )
         if headers != dumped:
-            problems.append(f"{item['library']}: headers {sorted((headers - dumped).items())[:5]} / {sorted((dumped - headers).items())[:5]}")
+            problems.append(
+                f"{item['library']}: headers {sorted((headers - dumped).items())[:5]} / {sorted((dumped - headers).items())[:5]}"
+            )
         path.unlink()
     assert not problems, "\n".join(problems)
 
@@ -171,7 +177,9 @@ def test_what_the_corpus_shows(empty: Path) -> None:
         _code, found[key] = audit(real_wheel(key), "--runs-on", "9.0", cwd=empty)
     messages = {k: " ".join(f["message"] for f in r["findings"] if not f["ok"]) for k, r in found.items()}
     assert "libcudart.faf08d9a.so.13 is the CUDA runtime" in messages["torchvision"]
-    assert re.search(r"libnvjpeg\.36e11081\.so\.13 is nvJPEG .* bundled in the wheel", messages["torchvision"])
+    assert re.search(
+        r"libnvjpeg\.36e11081\.so\.13 is nvJPEG .* bundled in the wheel", messages["torchvision"]
+    )
     cufile = {e["target"]: e for item in found["nvidia_cufile"]["inventory"] for e in item["entries"]}
     assert cufile["compute_86"]["ptx_isa"] == "7.1" and cufile["compute_86"]["compressed"] == "lz4"
     assert cufile["compute_86"]["emitted_by"] == "CUDA 11.1"

@@ -28,7 +28,15 @@ def wheel_of(case_id: str) -> str:
 
 def cross(case_id: str, *extra: str) -> tuple[int, dict[str, Any]]:
     code, out, err = run_cli(
-        [wheel_of(case_id), "--policy", str(FIXTURES / "policy.toml"), "--no-record", "--cross-check", "--json", *extra]
+        [
+            wheel_of(case_id),
+            "--policy",
+            str(FIXTURES / "policy.toml"),
+            "--no-record",
+            "--cross-check",
+            "--json",
+            *extra,
+        ]
     )
     doc = json.loads(out)
     assert not doc["errors"], (doc["errors"], err)
@@ -50,12 +58,18 @@ def test_cross_check_agrees(case_id: str) -> None:
     _code, result = cross(case_id, *case["args"])
     found = findings(result)
     assert found and all(f["ok"] for f in found.values()), [f["message"] for f in found.values()]
-    assert not any(f["details"].get("unavailable") for f in found.values() if f["library"] and not f["library"].endswith(".ptx"))
+    assert not any(
+        f["details"].get("unavailable")
+        for f in found.values()
+        if f["library"] and not f["library"].endswith(".ptx")
+    )
 
 
 def test_every_elf_file_is_cross_checked() -> None:
     """The host library without device code is compared too (cuobjdump finds none in it either)."""
-    _code, result = cross("fx_device_files_claim", *next(c for c in CASES if c["id"] == "fx_device_files_claim")["args"])
+    _code, result = cross(
+        "fx_device_files_claim", *next(c for c in CASES if c["id"] == "fx_device_files_claim")["args"]
+    )
     found = findings(result)
     assert set(found) == {
         "fx_device_files/lib/libfx_kernels.so",
@@ -67,7 +81,9 @@ def test_every_elf_file_is_cross_checked() -> None:
     assert "cuobjdump does not read those" in found["fx_device_files/kernels/gx.ptx"]["message"]
 
 
-def test_a_cuobjdump_crash_on_one_library_keeps_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cuobjdump_crash_on_one_library_keeps_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """cuobjdump killed by a signal on libfx_b.so: that library's cross-check is unavailable, named by its
     wheel path; libfx_a.so is still compared, the wheel still gets its verdict (no exit 2, no lost results)."""
     real = ensure_cuobjdump(default_cache_dir(os.environ))

@@ -180,7 +180,16 @@ GPU = json.loads((WHEELS / "gpu" / "gpu.json").read_text(encoding="utf-8"))
 @pytest.mark.parametrize("gpu_case", GPU["cases"], ids=[c["case"] for c in GPU["cases"]])
 def test_gpu_truth_case_prediction(gpu_case: dict[str, Any]) -> None:
     """What the audit predicts for the lent H200 (9.0, a CUDA 13.0 driver), as docs/gpu-smoke.md records it."""
-    args = ["--variant", gpu_case["variant"], "--gpu-archs", gpu_case["claim"], "--driver", "13.0", "--runs-on", "9.0"]
+    args = [
+        "--variant",
+        gpu_case["variant"],
+        "--gpu-archs",
+        gpu_case["claim"],
+        "--driver",
+        "13.0",
+        "--runs-on",
+        "9.0",
+    ]
     code, out, err = run_cli([str(WHEELS / gpu_case["wheel"]), *args, "--json", "--no-record"])
     assert code == gpu_case["exit"], err
     (result,) = json.loads(out)["results"]
@@ -281,7 +290,7 @@ def test_every_fixtures_read_back_passes_when_fed_back() -> None:
         if claim is None or "rdc_unlinked" in wheel or first["failed_checks"]:
             continue  # nothing read back, a library that cannot load, a file that cannot be read
         args = ["--gpu-archs", claim, "--allow", "embedded-device-code", "--checks", "device_code,gpus"]
-        code, out, err = run_cli([wheel, *args, "--json", "--no-record"])
+        code, out, _err = run_cli([wheel, *args, "--json", "--no-record"])
         result = json.loads(out)["results"][0]
         assert code == 0, (case["wheel"], claim, [f["message"] for f in result["findings"] if not f["ok"]])
         checked += 1

@@ -10,10 +10,11 @@ builds these packages, its own tests hold the result to the row.
 
 Costs, measured on 2 shared cores: a lazysaxpy build takes 3-10 s (scikit-build-core
 comes from the index, hence the ``network`` mark). torchsaxpy needs torch 2.14.1 and its CUDA
-libraries (about 2.8 GB of wheels, 5.4 GB installed) in a build environment: it is made once
-per machine under ``$WHEELWRIGHT_CACHE/examples/torchsaxpy-build-<python>-<hash>`` from
-exactly the project's ``[build-system] requires`` (50-90 s from a local wheel store), and
-every build then uses it with ``--no-build-isolation``. One CUDA build of the extension takes
+libraries (about 2.8 GB of wheels, 5.4 GB installed) in a build environment: the one a
+wheelwright release of torchsaxpy uses, from exactly the project's ``[build-system] requires``
+under wheelwright's pins, made once per machine under ``$WHEELWRIGHT_CACHE/build-envs/``
+(about 50 s from the index) and shared with tests/integration/test_examples_release.py;
+every build here then uses it with ``--no-build-isolation``. One CUDA build of the extension takes
 about 40 s of CPU (70-80 s wall on a busy machine); the torch tests take about 100 s with the
 environment cached. CI can keep that folder between runs (its name changes with the
 requirements), or pay the download on each clean run.
@@ -22,7 +23,6 @@ requirements), or pay the download on each clean run.
 from __future__ import annotations
 
 import email.parser
-import hashlib
 import json
 import os
 import re
@@ -39,6 +39,14 @@ import pytest
 
 from release.audit.elf import read_elf
 from release.audit.fatbin import all_entries, has_device_code
+from release.build.isolated import (
+    base_constraints,
+    ensure_build_env,
+    env_spec,
+    read_build_system,
+    read_constraints,
+)
+from release.build.python import find_python
 from release.core.machine import default_cache_dir
 from release.policy.load import load_policy
 from release.policy.matrix import expand
@@ -86,9 +94,23 @@ def _row_cmake_archs(example: Path, row_id: str) -> str:
 def pip_wheel(
     python: str, src: Path, out: Path, env: dict[str, str], *, isolation: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    cmd = [python, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(out), str(src)]
+    """``pip wheel`` for ``python``'s environment, run by this environment's pip (``--python``:
+    a build environment of wheelwright's has no pip of its own)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        python,
+        "wheel",
+        "--no-deps",
+        "-v",
+        "-w",
+        str(out),
+        str(src),
+    ]
     if not isolation:
-        cmd.insert(4, "--no-build-isolation")
+        cmd.insert(6, "--no-build-isolation")
     return subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, timeout=1200)
 
 
@@ -328,30 +350,19 @@ def _build_requires(project: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def torch_python() -> str:
-    """A build environment holding exactly torchsaxpy's [build-system] requires, made once."""
+    """A build environment holding exactly torchsaxpy's [build-system] requires: the one a
+    wheelwright release of torchsaxpy builds in (the same interpreter, requirements and pins,
+    so the same cached folder), made once under ``$WHEELWRIGHT_CACHE/build-envs/``. The build
+    below is still the package's own ``pip wheel``; only the 5.4 GB of torch is shared."""
     requires = _build_requires(TORCHEXT)
     assert "torch==2.14.1" in requires
-    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    key = hashlib.sha256(json.dumps([tag, sorted(requires)]).encode()).hexdigest()[:12]
-    home = default_cache_dir(os.environ) / "examples" / f"torchsaxpy-build-{tag}-{key}"
-    python = home / "bin" / "python"
-    stamp = home / ".complete"
-    if not stamp.is_file() or not python.exists():
-        shutil.rmtree(home, ignore_errors=True)
-        home.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "venv", str(home)], check=True, capture_output=True)
-        proc = subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", *requires],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=3600,
-        )
-        if proc.returncode != 0:
-            shutil.rmtree(home, ignore_errors=True)
-            pytest.fail(f"cannot install {requires} for {tag}:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
-        stamp.write_text(json.dumps(requires) + "\n")
-    return str(python)
+    python = find_python("3.11", env=os.environ)  # the torchsaxpy policy's one Python
+    system = read_build_system(TORCHEXT)
+    spec = env_spec(
+        python, system.requires, read_constraints([base_constraints()]), default_cache_dir(os.environ)
+    )
+    ensure_build_env(spec, system, env=os.environ, row_id="torchsaxpy standalone")
+    return str(spec.interpreter)
 
 
 @pytest.fixture(scope="module")

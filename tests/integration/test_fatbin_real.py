@@ -539,7 +539,10 @@ def test_relocatable_device_code_as_cuobjdump_reads_it(cuobjdump: Path, tmp_path
     reloc = read_fatbins(unlinked, relocatable=True)
     assert {e.name for fb in reloc for e in fb.entries} == {"sm_80", "sm_90", "compute_90"}
     assert all(fb.relocatable for fb in reloc)
-    assert {e.name for fb in read_fatbins(linked) for e in fb.entries} == {"sm_80", "sm_90"}  # the link drops PTX
+    assert {e.name for fb in read_fatbins(linked) for e in fb.entries} == {
+        "sm_80",
+        "sm_90",
+    }  # the link drops PTX
     for lib in (unlinked, linked):
         check = cross_check(lib, cuobjdump=cuobjdump)
         assert check.differences() == [] and check.ours, lib.name
@@ -560,8 +563,20 @@ def test_ptx_isa_and_compression_match_the_header_dump(cuobjdump: Path, tmp_path
         src = out / "k.cu"
         src.write_text(KERNEL)
         lib = out / "libk.so"
-        _nvcc(nvcc, out, "-shared", "-Xcompiler", "-fPIC", *gencode("compute_80", "[sm_80,compute_80]"), src, "-o", lib)
+        _nvcc(
+            nvcc,
+            out,
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            *gencode("compute_80", "[sm_80,compute_80]"),
+            src,
+            "-o",
+            lib,
+        )
         ptx = [e for e in all_entries(lib) if e.kind == "ptx"]
         assert [(e.ptx_isa, e.compression) for e in ptx] == [(isa, "zstd")]
         assert cross_check(lib, cuobjdump=cuobjdump).differences() == []
-        assert [h for h in header_dump(lib, cuobjdump=cuobjdump) if h[0] == "ptx"] == [("ptx", "sm_80", isa, True)]
+        assert [h for h in header_dump(lib, cuobjdump=cuobjdump) if h[0] == "ptx"] == [
+            ("ptx", "sm_80", isa, True)
+        ]

