@@ -376,8 +376,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_build)
 
     from release.audit.cli import add_audit_parser
+    from release.publish.verify import add_verify_parser
 
     add_audit_parser(sub)
+    add_verify_parser(sub)
     _add_verbosity(parser, default=log.NORMAL)
     for command in sub.choices.values():
         _add_verbosity(command, default=argparse.SUPPRESS)
@@ -390,6 +392,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.configure(level=args.level)
     try:
         code: int = args.func(args)
+        sys.stdout.flush()  # a reader that went away (`plan | head -1`) shows here, not at exit
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a pipe closed early
     except WheelwrightError as exc:
         log.warn(f"error: {exc}")
         return exc.return_code

@@ -22,12 +22,12 @@ from typing import Any
 from release import records
 from release.audit.html import HTML_SUFFIX, render_html
 from release.audit.model import AuditResult, Expectation
+from release.audit.options import add_claim_options, fixed_expectation, record_allowed, row_options
 from release.audit.record import write_record
 from release.audit.report import render_gpu_markdown, render_json, render_text
 from release.audit.run import audit_wheel
 from release.core import log
 from release.core.errors import CheckFailed, InputError
-from release.policy.archs import ArchSyntaxError, parse_arch_list
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand, select
 from release.policy.model import Policy
@@ -65,9 +65,12 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN40
     p.add_argument(
         "--gpu-archs",
         metavar="LIST",
-        help='with --variant: the architectures the wheel claims, e.g. "7.5;8.0;12.0+PTX" '
-        "(a CUDA variant without a list fails: there is nothing to hold its device code to)",
+        help="the GPU architectures the wheel claims, a claim of its own (no --variant needed): "
+        '"7.5;8.0;12.0+PTX", PTX only as "compute_90", a/f variants as "9.0a"/"10.0f", one list '
+        'per library as "libfoo.so=8.0;9.0+PTX" (a CUDA wheel without a claim fails: there is '
+        "nothing to hold its device code to)",
     )
+    add_claim_options(p)
     p.add_argument("--policy", default=DEFAULT_POLICY, help="policy file (default: %(default)s)")
     p.add_argument("--json", action="store_true", help='versioned JSON ({"version": 1, ...}) on stdout')
     p.add_argument("--gpu-markdown", action="store_true", help="print the GPU support tables as markdown")
@@ -105,23 +108,13 @@ def _row(rows: tuple[Row, ...], row_id: str, policy: Policy) -> Row:
 
 
 def _fixed_expectation(args: argparse.Namespace) -> tuple[Expectation | None, Policy | None, str | None]:
-    if args.gpu_archs is not None and args.variant is None:
-        raise InputError("--gpu-archs goes with --variant (a row brings its own arch list)")
-    if args.variant is not None:
-        policy, digest = _policy(args.policy, required=args.variant != "cpu")
-        try:
-            archs = parse_arch_list(args.gpu_archs) if args.gpu_archs is not None else ()
-        except ArchSyntaxError as exc:
-            raise InputError(f"--gpu-archs: {exc}") from None
-        try:
-            exp = Expectation.for_variant(args.variant, archs, policy)
-        except ValueError as exc:
-            raise InputError(str(exc)) from None
-        return replace(exp, policy_sha256=digest), policy, digest
+    fixed = fixed_expectation(args, lambda path, required: _policy(path, required=required), DEFAULT_POLICY)
+    if fixed[0] is not None:
+        return fixed
     policy, digest = _policy(args.policy, required=True)
     assert policy is not None
     if args.row is not None:
-        exp = Expectation.from_row(_row(expand(policy), args.row, policy))
+        exp = row_options(Expectation.from_row(_row(expand(policy), args.row, policy)), args)
         return replace(exp, policy_sha256=digest), policy, digest
     return None, policy, digest
 
@@ -190,7 +183,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             else:
                 assert policy is not None
                 row = records.row_for_wheel(Path(wheel).name, rows, policy_path=policy.path)
-                expectation = replace(Expectation.from_row(row), policy_sha256=digest)
+                expectation = row_options(replace(Expectation.from_row(row), policy_sha256=digest), args)
             result = audit_wheel(wheel, expectation, cross_check_cuobjdump=args.cross_check)
         except InputError as exc:
             errors.append({"wheel": Path(wheel).name, "error": str(exc), "exit_code": exc.return_code})
@@ -199,7 +192,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             code = max(code, exc.return_code)
             continue
         results.append(result)
-        written = None if args.no_record else _write_beside(result)
+        written = None if args.no_record or not record_allowed(result) else _write_beside(result)
         _github(result)
         if not result.passed:
             code = max(code, 1)

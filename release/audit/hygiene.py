@@ -25,11 +25,12 @@ import posixpath
 import re
 from collections import defaultdict
 
-from packaging.utils import canonicalize_name
+from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from release.audit.cuda_identity import Identity, identify, identify_name
 from release.audit.limits import first_few
 from release.audit.model import AbiReport, Contents, Expectation, Finding, Member, fail, ok
+from release.policy.matrix import python_tag_matches
 from release.resources.cuda import stem
 
 CHECK = "hygiene"
@@ -274,7 +275,20 @@ def platform_findings(contents: Contents, expectation: Expectation) -> list[Find
                 f"{expectation.platform_tag}",
             )
         )
-    if expectation.python_tag is not None and expectation.python_tag not in wheel.python_tags:
+    if expectation.python is not None:
+        tags = parse_wheel_filename(wheel.filename)[3]
+        if not any(
+            python_tag_matches(expectation.wheel_tags, expectation.python, t.interpreter, t.abi) for t in tags
+        ):
+            shown = ", ".join(sorted({f"{t.interpreter}-{t.abi}" for t in tags}))
+            out.append(
+                fail(
+                    CHECK,
+                    f"the wheel is for {shown} but row {expectation.row_id} is Python {expectation.python} "
+                    f"as project.wheel_tags = {expectation.wheel_tags!r} names it",
+                )
+            )
+    elif expectation.python_tag is not None and expectation.python_tag not in wheel.python_tags:
         out.append(
             fail(
                 CHECK,

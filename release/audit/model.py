@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # types only: keeps this module's imports light
     from release.audit.embedded import EmbeddedImage
     from release.audit.fatbin import Fatbinary
     from release.policy.matrix import Row
-    from release.policy.model import CudaPackage, Policy
+    from release.policy.model import CudaPackage, Policy, WheelTags
     from release.resources.cuda import CudaRelease
 
 # Every check, in report order. `cross_check` runs only when asked for (--cross-check).
@@ -93,6 +93,11 @@ class Expectation:
     standalone: bool = False  # no policy: train and package rules come from the wheel itself
     train_source: str | None = None  # how a standalone audit told the train ("its local version label")
     overrides: tuple[str, ...] = ()  # command-line options that loosened the row ("--allow ..."): no record
+    python: str | None = None  # the row's "3.12": with wheel_tags, what the wheel's tags must serve
+    wheel_tags: WheelTags = "cpython"  # project.wheel_tags: "cpython" | "abi3" | "py3-none"
+    channels: tuple[str, ...] = ()  # the row's dependency channels (torch): they bring the CUDA runtime
+    # sonames the row's dependencies provide ([[dependency]].libraries): not manylinux's business
+    provided_libraries: tuple[str, ...] = ()
 
     @property
     def is_cuda(self) -> bool:
@@ -135,6 +140,10 @@ class Expectation:
             python_tag=row.python_tag,
             row_id=row.id,
             max_wheel_mib=max_wheel_mib,
+            python=row.python,
+            wheel_tags=row.wheel_tags,
+            channels=row.channels,
+            provided_libraries=row.provided_libraries,
         )
 
     @classmethod

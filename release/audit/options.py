@@ -18,6 +18,7 @@ from pathlib import Path
 
 from release.audit.claim import ALLOWABLE, apply_options, claim_expectation
 from release.audit.model import AuditResult, Expectation
+from release.core.errors import InputError
 from release.policy.model import Policy
 
 __all__ = ["add_claim_options", "fixed_expectation", "record_allowed", "row_options"]
@@ -62,6 +63,8 @@ def fixed_expectation(
     train packages when ``--policy`` names a policy that defines the variant (or rows.toml is in
     this folder and does), otherwise standalone. ``load_policy(path, required)`` is the CLI's.
     """
+    if args.row is not None and args.gpu_archs is not None:
+        raise InputError("--gpu-archs and --row: a row brings its own arch list; drop one of them")
     claims = args.variant is not None or args.gpu_archs is not None or args.runs_on is not None
     if claims and args.row is None:
         explicit = args.policy != default_policy

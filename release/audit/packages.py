@@ -174,8 +174,10 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
             )
         for package in hits:
             matched.setdefault(package.name, d)
+    names = {canonicalize_name(d.requirement.name) for d in declared}
+    channel = bool(expectation.channels) and all(canonicalize_name(c) in names for c in expectation.channels)
     for package in expectation.cuda_packages:
-        if package.name not in matched:
+        if package.name not in matched and not channel:
             out.append(
                 fail(
                     CHECK,
@@ -184,7 +186,16 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
                     package=package.name,
                 )
             )
-    if not out:
+    if not out and channel and not matched:
+        out.append(
+            ok(
+                CHECK,
+                f"declares the row's dependency channel {', '.join(expectation.channels)}, which brings the "
+                f"CUDA {train} runtime ({', '.join(_expected_text(p) for p in expectation.cuda_packages)})",
+                channels=list(expectation.channels),
+            )
+        )
+    elif not out:
         out.append(
             ok(
                 CHECK,

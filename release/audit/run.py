@@ -82,7 +82,11 @@ def expectation_for_wheel(path: str | os.PathLike[str], policy: Policy, rows: Se
     pythons = {t.interpreter for t in tags}
     platforms = {t.platform for t in tags}
     matches = [
-        r for r in rows if r.variant == variant and r.python_tag in pythons and r.platform_tag in platforms
+        r
+        for r in rows
+        if r.variant == variant
+        and any(r.serves(t.interpreter, t.abi) for t in tags)
+        and r.platform_tag in platforms
     ]
     if len(matches) == 1:
         return Expectation.from_row(matches[0])
@@ -198,7 +202,10 @@ def audit_wheel(
             if "hygiene" in runs:
                 host = [lib for lib in libs if lib.device_file is None]
                 abi_future = pool.submit(
-                    _abi, wheel, host, loader.exclusion_patterns(expectation.cuda_packages)
+                    _abi,
+                    wheel,
+                    host,
+                    (*loader.exclusion_patterns(expectation.cuda_packages), *expectation.provided_libraries),
                 )
             findings: dict[str, list[Finding]] = {}
             for name in runs:

@@ -21,6 +21,9 @@ def repair_excludes(row: Row) -> tuple[str, ...]:
         for lib in package.libraries:
             if lib not in out:
                 out.append(lib)
+    for lib in row.provided_libraries:  # [[dependency]].libraries: torch's libc10.so, never grafted
+        if lib not in out:
+            out.append(lib)
     return tuple(out)
 
 

@@ -31,6 +31,7 @@ from release.audit.run import audit_wheel
 from release.core.errors import InputError, StepFailed
 from release.core.hashing import sha256_file
 from release.policy.matrix import Row
+from release.policy.model import Project
 from release.publish.plan import LocalWheel, Log, ruled
 from release.records import SmokeRecord
 from release.smoke.evaluate import evaluate
@@ -148,7 +149,12 @@ def _utc(text: str) -> dt.datetime | None:
 
 
 def gpu_evidence_problem(
-    row: Row, smoke: SmokeRecord, *, now: dt.datetime, built_at: str | None = None
+    row: Row,
+    smoke: SmokeRecord,
+    *,
+    now: dt.datetime,
+    built_at: str | None = None,
+    project: Project | None = None,
 ) -> str | None:
     """Why ``smoke`` (already bound to the wheel's bytes, row and policy by the chain) does not show
     a passing run of ``row``'s wheel on a GPU; None when it does. Pure."""
@@ -176,7 +182,7 @@ def gpu_evidence_problem(
             f"{name}: the probe's report names no GPU and driver (gpus={gpus!r}, gpu_name={gpu_name!r}, "
             f"driver_version={driver!r}); a GPU run reports all three"
         )
-    outcome = evaluate(row, probe)
+    outcome = evaluate(row, probe, project=project)  # the policy's tolerance for the check
     if not (outcome.executed and outcome.passed):
         why = next((line for line in outcome.lines if line.startswith("✗")), "the run was not executed")
         return f"{name}: the probe's report does not show a passing GPU run: {why}"
@@ -200,6 +206,7 @@ def gpu_gate_problems(
     candidates: Sequence[tuple[Row, SmokeRecord, str | None]],
     *,
     now: dt.datetime,
+    project: Project | None = None,
 ) -> list[str]:
     """Per CUDA variant, one ``(row, smoke record, built_at)`` must pass :func:`gpu_evidence_problem`;
     the problems of each variant with none (pure)."""
@@ -209,7 +216,7 @@ def gpu_gate_problems(
         for row, smoke, built_at in candidates:
             if row.variant != variant:
                 continue
-            problem = gpu_evidence_problem(row, smoke, now=now, built_at=built_at)
+            problem = gpu_evidence_problem(row, smoke, now=now, built_at=built_at, project=project)
             if problem is None:
                 break
             why.append(problem)

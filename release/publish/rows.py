@@ -169,7 +169,10 @@ def gpu_gate_problem(policy: Policy, ready: Sequence[Ready], *, now: dt.datetime
     passing run on a GPU (:func:`release.publish.reverify.gpu_evidence_problem`)."""
     candidates = [(r.row, r.smoke, _built_at(r.wheel)) for r in ready if r.row.is_cuda]
     problems = gpu_gate_problems(
-        [t.variant for t in policy.trains], candidates, now=now or dt.datetime.now(dt.UTC)
+        [t.variant for t in policy.trains],
+        candidates,
+        now=now or dt.datetime.now(dt.UTC),
+        project=policy.project,
     )
     if not problems:
         return None

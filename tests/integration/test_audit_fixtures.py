@@ -161,6 +161,7 @@ def test_bad_arguments_are_bad_input() -> None:
         (["--checks", "devicecode"], "did you mean 'device_code'"),
         (["--gpu-archs", "libk.so=8.0 libk.so=9.0"], "two lists"),
         (["--variant", "cuda13", "--gpu-archs", "8.0"], "not 'cpu' or a CUDA variant"),
+        (["--row", "cu130-py312-x86_64", "--gpu-archs", "8.0"], "a row brings its own arch list"),
     ):
         code, _, err = run_cli([good, *policy, *args])
         assert code == 2 and message in err, (args, err)

@@ -246,7 +246,7 @@ def test_the_gpu_gate_needs_a_gpu_run_in_the_evidence_and_a_sane_time(
     assert (
         gpu_evidence_problem(row, _gpu_record(wheel, rows), now=now, built_at="2026-01-01T00:00:00Z") is None
     )
-    cases = [
+    cases: list[tuple[records.SmokeRecord, dict[str, Any], str]] = [
         (_gpu_record(wheel, rows, gpu=False), {}, "was not executed on a GPU (no CUDA driver)"),
         (dataclasses.replace(_gpu_record(wheel, rows), evidence=None), {}, "carries no evidence of the run"),
         (_gpu_record(wheel, rows, gpu_name=""), {}, "the probe's report names no GPU and driver"),
