@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,8 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from release.core.errors import CheckFailed, InputError, StepFailed
+from release.core.errors import CheckFailed, InputError
+from release.core.files import write_atomic
 from release.core.hashing import sha256_file
 from release.policy.matrix import Row
 from release.policy.model import Policy
@@ -404,17 +404,7 @@ def write(wheel: Path, record: AnyRecord) -> Path:
         raise ValueError(f"a record for {record.wheel} cannot be written beside {wheel.name}")
     target = record_path(wheel, record.KIND)
     text = json.dumps(to_json(record), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    tmp: str | None = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        Path(tmp).replace(target)
-    except OSError as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise StepFailed(f"cannot write the {record.KIND} record {target}: {exc.strerror or exc}") from None
-    return target
+    return write_atomic(target, text, what=f"the {record.KIND} record")
 
 
 def read(wheel: Path, cls: type[R]) -> R | None:

@@ -58,6 +58,7 @@ from release.audit.limits import (
 from release.audit.model import Member, WheelFile, ZipIssue
 from release.audit.sink import THREAD_BYTES, Sink
 from release.core.errors import InputError, StepFailed
+from release.core.hashing import sha256_file
 
 __all__ = ["KEEP_ENV", "open_wheel", "safe_member_name"]
 
@@ -287,14 +288,6 @@ def _threads() -> int:
     return max(2, min(8, os.cpu_count() or 2))
 
 
-def _hash_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _classify(
     infos: list[zipfile.ZipInfo], wheel: str
 ) -> tuple[list[ZipIssue], dict[int, Member], list[tuple[int, zipfile.ZipInfo]]]:
@@ -370,7 +363,7 @@ def _run(
         try:
             batches = _batches(todo)
             futures = [pool.submit(extractor.extract_all, batch) for batch in batches]
-            wheel_hash = pool.submit(_hash_file, extractor.wheel)  # last: the libraries come out first
+            wheel_hash = pool.submit(sha256_file, extractor.wheel)  # last: the libraries come out first
             libraries_left = sum(_likely_elf(batch[0][1].filename) for batch in batches)
             for future in futures:
                 done += future.result()
