@@ -130,6 +130,7 @@ def _stalled_upload(
     finally:
         if process.poll() is None:  # pragma: no cover
             process.kill()
+        process.communicate(timeout=60)  # reap it and close its pipes, whatever happened
 
 
 # --- the index server's own checks ----------------------------------------------------------
@@ -450,7 +451,9 @@ def test_two_concurrent_runs_one_refuses_naming_the_other(
     tmp_path: Path, policy: Policy, local_index_server: LocalIndex, fault_proxy: FaultProxy
 ) -> None:
     index = local_index_server
-    with _stalled_upload(tmp_path, policy, index, fault_proxy, stall_bytes=4096, stall_s=0.3) as run:
+    # each upload stalls 3 s: the first run still holds the lock when the second asks, however
+    # busy the machine is (its own deadlines are the defaults, minutes)
+    with _stalled_upload(tmp_path, policy, index, fault_proxy, stall_bytes=4096, stall_s=3.0) as run:
         dist, wheels, first = run.dist, run.wheels, run.process
         holder = lock.read_holder(dist)
         assert holder is not None and holder.pid == first.pid
