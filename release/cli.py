@@ -169,9 +169,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 def cmd_smoke(args: argparse.Namespace) -> int:
     """Each row's wheel needs its passing audit record (bound to its sha256, row and policy)."""
-    from release.build.python import find_python
     from release.records import policy_sha256, row_matches_wheel, the_wheel
-    from release.smoke.run import Timeouts, probe_timeout, smoke_step
+    from release.smoke.run import Timeouts, probe_timeout, smoke_pythons, smoke_step
 
     policy, rows = rows_from_args(args)
     if args.wheel and len(rows) != 1:
@@ -201,7 +200,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
             row,
             policy.project,
             wheel,
-            find_python(row.python, env=os.environ).path,
+            smoke_pythons(row, os.environ),
             policy_sha256=psha,
             index_url=args.index_url,
             extra_index_urls=args.extra_index_url,

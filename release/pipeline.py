@@ -88,7 +88,8 @@ def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path)
     from release.build.python import find_python
 
     try:
-        find_python(row.python, env=env)
+        for python in row.pythons:  # the build's, and each the smoke step tests the wheel with
+            find_python(python, env=env)
         if row.is_cuda:
             resolve_toolchain(row, env=env, cache_dir=cache_dir, install=False)
     except ToolError as exc:
@@ -159,12 +160,11 @@ def run_release(
     from release.audit.model import Expectation
     from release.audit.record import write_record as write_audit
     from release.audit.run import audit_wheel
-    from release.build.python import find_python
     from release.build.run import build_row
     from release.policy.targets import DEFAULT_INDEX
     from release.publish.channels import rules_for
     from release.publish.index_client import resolve_simple_url
-    from release.smoke.run import smoke_step
+    from release.smoke.run import smoke_pythons, smoke_step
     from release.smoke.wheelhouse import wheelhouse_for
 
     if jobs < 1:
@@ -238,7 +238,7 @@ def run_release(
 
         def smoke() -> str:
             assert rep.wheel is not None
-            python = find_python(row.python, env=env).path
+            pythons = smoke_pythons(row, env)
             channels = sorted(
                 {
                     resolve_simple_url(r.index_url)
@@ -248,7 +248,7 @@ def run_release(
             )
             house = wheelhouse_for(cache_dir, row.variant, index_url=None, extra_index_urls=channels)
             outcome, _record = smoke_step(
-                row, policy.project, rep.wheel, python, policy_sha256=psha, extra_index_urls=channels,
+                row, policy.project, rep.wheel, pythons, policy_sha256=psha, extra_index_urls=channels,
                 env=env, timeouts=smoke_timeouts, wheelhouse=house if rehearsal else None,
             )  # fmt: skip
             if not outcome.passed:
@@ -377,9 +377,9 @@ def check_installs(
         rows = [r for r in todo if r.row.variant == variant]
         if variant == "cpu" or stand_in is None or not rows:
             continue
-        rep = max(rows, key=lambda r: r.row.python_tag)
+        rep = max(rows, key=lambda r: _newest(r.row))
         block.append(
-            f"  checked with {rep.row.python_tag} against the published indexes"
+            f"  checked with Python {_newest(rep.row)} against the published indexes"
             + (f", {stand_in} standing in for {default}:" if stand_in != default else ":")
         )
         for case in cases:
@@ -389,6 +389,11 @@ def check_installs(
     for (rep, _, _), result in zip(checks, results, strict=True):
         blocks[rep.row.variant].append(f"    {result}")
     return [line for block in blocks.values() for line in block]
+
+
+def _newest(row: Row) -> str:
+    """The newest Python a row's wheel serves: the one the install checks resolve for."""
+    return max(row.pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
 
 
 def _run_checks(
@@ -416,7 +421,7 @@ def _run_checks(
         try:
             if case.tool == "uv" and uv_error is not None:
                 raise uv_error
-            chosen = picked(case, find_python(rep.row.python, env=env).path, project, uv=uv)
+            chosen = picked(case, find_python(_newest(rep.row), env=env).path, project, uv=uv)
         except WheelwrightError as exc:
             _fail(rep, "publish", f"{case.tool} check: {first_line(str(exc))}", exc.return_code)
             return f"✗ {label}: {first_line(str(exc))}"

@@ -33,7 +33,6 @@ from release.policy.model import (
     PolicyTarget,
     Project,
     RejectAllow,
-    Train,
     WheelTags,
 )
 from release.policy.read import read_policy_file
@@ -134,7 +133,6 @@ def parse_policy(data: Mapping[str, Any], path: str, *, source: Path, sha256: st
             )
         variants[t.variant] = t.version
 
-    _one_python_per_variant(c, project.wheel_tags, pythons if cpu_wheel else None, trains)
     targets = _targets(c, top.get("target", {}), tuple(["cpu"] if cpu_wheel else []) + tuple(variants))
     dependencies = _dependencies(c, top.get("dependency", []), platforms, tuple(variants))
     return Policy(
@@ -301,29 +299,6 @@ def _project(c: Checker, value: object, base: Path) -> Project:
         else ()
     )
     return Project(name, path, import_name, check, sdk, rtol, atol, wheel_tags, constraints)
-
-
-def _one_python_per_variant(
-    c: Checker, wheel_tags: WheelTags, cpu_pythons: tuple[str, ...] | None, trains: tuple[Train, ...]
-) -> None:
-    """An abi3 or py3-none wheel serves every Python: a variant built for two Pythons would give
-    two wheels of one name. Each variant names exactly one Python (the one it is built and
-    smoke-tested with)."""
-    if wheel_tags == "cpython":
-        return
-    lists: list[tuple[str, str, tuple[str, ...]]] = []
-    if cpu_pythons is not None:
-        lists.append(("matrix.pythons", "cpu", cpu_pythons))
-    lists += [(join(join("train", t.version), "pythons"), t.variant, t.pythons) for t in trains]
-    for where, variant, pythons in lists:
-        if len(pythons) > 1:
-            fix = "matrix.pythons" if where == "matrix.pythons" else f"{where} (or matrix.pythons)"
-            raise c.fail(
-                where,
-                f"project.wheel_tags = {wheel_tags!r}: one wheel serves every Python, but variant {variant} "
-                f"is built for {', '.join(pythons)}, which would make {len(pythons)} wheels of one name; "
-                f"list one Python in {fix}: the one to build and smoke-test with",
-            )
 
 
 def _entry_point(c: Checker, value: object, where: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from release.core.errors import InputError, SelectionError
 from release.policy.archs import Arch, cmake_cuda_architectures, torch_cuda_arch_list
-from release.policy.model import CudaPackage, Policy, WheelTags
+from release.policy.model import CudaPackage, Policy, Train, WheelTags
 from release.resources import cuda
 
 CPU_IMAGE = "default"  # cibuildwheel's own pinned manylinux image
@@ -43,6 +43,24 @@ class Row:
     provided_libraries: tuple[str, ...] = ()
     # a CUDA row's dependency-channel packages ([[dependency]]: torch), which bring its CUDA runtime
     channels: tuple[str, ...] = ()
+    # the Pythons the one wheel of an abi3/py3-none row serves: built once with ``python`` (the
+    # oldest), smoke-tested on each (cibuildwheel's way); empty for a cpython row (its ``python``)
+    serves_pythons: tuple[str, ...] = ()
+
+    @property
+    def pythons(self) -> tuple[str, ...]:
+        """The Pythons the smoke step tests this row's wheel with: every Python it serves."""
+        return self.serves_pythons or (self.python,)
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Other ids that select this row: ``cu130-py312-x86_64`` for each Python an
+        abi3/py3-none row's one wheel serves (``build cu130-py312`` builds that wheel)."""
+        return tuple(
+            i
+            for i in (f"{self.variant}-py{py.replace('.', '')}-{self.platform}" for py in self.pythons)
+            if i != self.id
+        )
 
     @property
     def is_cuda(self) -> bool:
@@ -124,6 +142,7 @@ class Row:
             },
             "local_version": self.local_version,
             "extra_variants": self.extra_variants,
+            "smoke_pythons": list(self.pythons),
         }
 
 
@@ -152,55 +171,48 @@ def _provided(policy: Policy, variant: str, platform: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(libs))
 
 
+def build_pythons(wheel_tags: WheelTags, pythons: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(build Python, Pythons served) per row of one variant (pure): a cpython project builds a
+    wheel per Python; an abi3 or py3-none wheel serves every Python, so it is built once, with
+    the oldest (an abi3 tag names the oldest CPython it serves), and smoke-tested on each."""
+    if wheel_tags == "cpython":
+        return tuple((py, ()) for py in pythons)
+    ordered = tuple(sorted(pythons, key=lambda v: tuple(int(x) for x in v.split("."))))
+    return ((ordered[0], ordered),)
+
+
 def expand(policy: Policy) -> tuple[Row, ...]:
     """Every row the policy advertises, in a stable order (platform, variant, python)."""
     rows: list[Row] = []
+    tags = policy.project.wheel_tags
     for platform in policy.platforms:
+        variants: list[tuple[str, tuple[str, ...], Train | None]] = []
         if policy.cpu_wheel:
-            for py in policy.pythons:
+            variants.append(("cpu", policy.pythons, None))
+        variants += [(t.variant, t.pythons, t) for t in policy.trains]
+        for variant, pythons, train in variants:
+            channels = tuple(
+                dict.fromkeys(d.package for d in policy.dependencies if d.applies_to(variant, platform))
+            )
+            for py, served in build_pythons(tags, pythons):
                 rows.append(
                     Row(
-                        id=f"cpu-py{py.replace('.', '')}-{platform}",
-                        variant="cpu",
-                        train=None,
+                        id=f"{variant}-py{py.replace('.', '')}-{platform}",
+                        variant=variant,
+                        train=train.version if train else None,
                         python=py,
                         platform=platform,
-                        gpu_archs=(),
-                        cuda_packages=(),
-                        builder_image=CPU_IMAGE,
-                        pypi_toolchain=(),
-                        host_toolchain_hint="",
+                        gpu_archs=train.gpu_archs[platform] if train else (),
+                        cuda_packages=train.cuda_packages if train else (),
+                        builder_image=train.builder_images[platform] if train else CPU_IMAGE,
+                        pypi_toolchain=train.pypi_toolchain if train else (),
+                        host_toolchain_hint=train.host_toolchain_hint if train else "",
                         manylinux=policy.manylinux,
                         extra_variants=policy.extra_variants,
-                        wheel_tags=policy.project.wheel_tags,
-                        provided_libraries=_provided(policy, "cpu", platform),
-                    )
-                )
-        for train in policy.trains:
-            for py in train.pythons:
-                rows.append(
-                    Row(
-                        id=f"{train.variant}-py{py.replace('.', '')}-{platform}",
-                        variant=train.variant,
-                        train=train.version,
-                        python=py,
-                        platform=platform,
-                        gpu_archs=train.gpu_archs[platform],
-                        cuda_packages=train.cuda_packages,
-                        builder_image=train.builder_images[platform],
-                        pypi_toolchain=train.pypi_toolchain,
-                        host_toolchain_hint=train.host_toolchain_hint,
-                        manylinux=policy.manylinux,
-                        extra_variants=policy.extra_variants,
-                        wheel_tags=policy.project.wheel_tags,
-                        provided_libraries=_provided(policy, train.variant, platform),
-                        channels=tuple(
-                            dict.fromkeys(
-                                d.package
-                                for d in policy.dependencies
-                                if d.applies_to(train.variant, platform)
-                            )
-                        ),
+                        wheel_tags=tags,
+                        provided_libraries=_provided(policy, variant, platform),
+                        channels=channels if train else (),
+                        serves_pythons=served,
                     )
                 )
     if not rows:
@@ -275,7 +287,8 @@ def select(
     patterns: tuple[str, ...] = (),
     platform: str | None = None,
 ) -> tuple[Row, ...]:
-    """Rows whose id matches any glob (all when none), on ``platform`` when given.
+    """Rows whose id (or alias: :attr:`Row.aliases`) matches any glob (all when none), whole or
+    by its leading parts (:func:`_matches`), on ``platform`` when given.
 
     Asking for an excluded platform or Python fails with the exclusion's reason.
     """
@@ -296,7 +309,7 @@ def select(
         r
         for r in rows
         if (platform is None or r.platform == platform)
-        and (not patterns or any(fnmatch.fnmatchcase(r.id, p) for p in patterns))
+        and (not patterns or any(_matches(i, p) for p in patterns for i in (r.id, *r.aliases)))
     )
     if not chosen:
         wanted = ", ".join(patterns) or "*"
@@ -306,6 +319,12 @@ def select(
             + "; `python -m release plan` lists the row ids"
         )
     return chosen
+
+
+def _matches(row_id: str, pattern: str) -> bool:
+    """A glob matches a row id whole, or its leading parts (``cu130-py312`` matches
+    ``cu130-py312-x86_64``, ``cu130`` every cu130 row), pure."""
+    return fnmatch.fnmatchcase(row_id, pattern) or fnmatch.fnmatchcase(row_id, f"{pattern}-*")
 
 
 def pick_pr_row(rows: tuple[Row, ...], platform: str, offered: Offered | None = None) -> Row:

@@ -265,3 +265,30 @@ def check_resolution(row: Row, chosen: str) -> str | None:
     if "+" not in chosen.split("-")[1]:
         return f"pip picked the CPU wheel {chosen} instead of the {row.variant} wheel"
     return f"pip picked {chosen}, not the {row.variant} wheel for {row.python_tag}"
+
+
+def combine(runs: Sequence[tuple[str, Outcome]]) -> Outcome:
+    """One outcome for the smoke runs of one wheel on several Pythons (an abi3 or py3-none
+    wheel serves them all), pure. It passes only when every run passed and says it executed
+    only when every run did; each line names its Python; the details are the first run's,
+    with every run's under ``pythons``."""
+    if len(runs) == 1:
+        return runs[0][1]
+    lines: list[str] = []
+    for version, outcome in runs:
+        verdict = "passed" if outcome.passed else "FAILED"
+        lines.append(f"{'✓' if outcome.passed else '✗'} Python {version}: the smoke run {verdict}")
+        lines += [
+            f"{ln[0]} [Python {version}]{ln[1:]}" if ln and ln[0] in "✓✗-" else ln for ln in outcome.lines
+        ]
+    first = runs[0][1]
+    executed = all(o.executed for _, o in runs)
+    details = {**first.details, "run_check": executed, "pythons": {v: dict(o.details) for v, o in runs}}
+    return Outcome(
+        passed=all(o.passed for _, o in runs),
+        executed=executed,
+        lines=tuple(lines),
+        libcudart=first.libcudart,
+        skipped_reason=next((o.skipped_reason for _, o in runs if o.skipped_reason), None),
+        details=details,
+    )

@@ -42,7 +42,7 @@ from release.core.pip import NO_PIP_CONFIG
 from release.core.proc import Result, run
 from release.policy.matrix import Row
 from release.policy.model import Project
-from release.smoke.evaluate import Outcome, evaluate
+from release.smoke.evaluate import Outcome, combine, evaluate
 from release.smoke.libraries import LIBRARIES_FILE, cuda_linking
 from release.smoke.probe import (
     CPP_CONSUMER,
@@ -393,11 +393,20 @@ def write_record(
     return records.write(wheel, record)
 
 
+def smoke_pythons(row: Row, env: Mapping[str, str]) -> dict[str, Path]:
+    """The interpreter of each Python the row's wheel serves (:attr:`Row.pythons`): one for a
+    cpython row, every Python of the variant for an abi3/py3-none row. A missing one is a
+    ToolMissing naming it, before anything is installed."""
+    from release.build.python import find_python
+
+    return {version: find_python(version, env=env).path for version in row.pythons}
+
+
 def smoke_step(
     row: Row,
     project: Project,
     wheel: Path,
-    python: Path,
+    pythons: Mapping[str, Path],
     *,
     policy_sha256: str,
     index_url: str | None = None,
@@ -407,22 +416,31 @@ def smoke_step(
     wheelhouse: Wheelhouse | Path | None = None,
 ) -> tuple[Outcome, Path]:
     """The smoke step of a row's wheel: its passing audit record first (bound to these bytes,
-    this row and this policy), then a fresh smoke, then the smoke record. The old smoke record
-    goes before the run, so a failed or stopped rerun never leaves a stale pass behind."""
+    this row and this policy), then a fresh smoke on each of ``pythons`` (version -> interpreter:
+    :func:`smoke_pythons`), then one smoke record. The old smoke record goes before the run, so
+    a failed or stopped rerun never leaves a stale pass behind."""
     sha = sha256_file(wheel)
     records.require(
         wheel, records.AuditRecord, step="smoke", row_id=row.id, policy_sha256=policy_sha256, sha256=sha
     )
     records.remove(wheel, "smoke")
-    outcome = smoke_wheel(
-        row,
-        project,
-        wheel,
-        python,
-        index_url=index_url,
-        extra_index_urls=extra_index_urls,
-        env=env,
-        timeouts=timeouts,
-        wheelhouse=wheelhouse,
-    )
+    runs: list[tuple[str, Outcome]] = []
+    for version, python in pythons.items():
+        if len(pythons) > 1:
+            _log(row, f"Python {version} ({len(runs) + 1} of {len(pythons)}: one wheel serves them all)")
+        one = smoke_wheel(
+            dataclasses.replace(row, python=version),
+            project,
+            wheel,
+            python,
+            index_url=index_url,
+            extra_index_urls=extra_index_urls,
+            env=env,
+            timeouts=timeouts,
+            wheelhouse=wheelhouse,
+        )
+        runs.append((version, one))
+    if not runs:
+        raise InputError(f"row {row.id}: no Python to smoke-test {wheel.name} with")
+    outcome = combine(runs)
     return outcome, write_record(wheel, row, outcome, policy_sha256=policy_sha256, sha256=sha)

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from release.build.contract import channels_for
-from release.core.errors import InputError, PolicyError
+from release.core.errors import InputError, PolicyError, SelectionError
 from release.policy.load import load_policy, parse_policy
-from release.policy.matrix import Row, expand, python_tag_matches
+from release.policy.matrix import Row, expand, python_tag_matches, select
 from release.policy.model import Policy
 from release.records import row_for_wheel, row_matches_wheel
 
@@ -105,22 +105,27 @@ def test_an_unknown_wheel_tags_form_is_refused_with_a_suggestion(tmp_path: Path)
     assert "cpython, abi3, py3-none" in message
 
 
-def test_abi3_and_py3_none_need_one_python_per_variant(tmp_path: Path) -> None:
-    two = {"matrix": {**BASE["matrix"], "pythons": ["3.11", "3.12"]}}
-    message = _refusal(tmp_path, two, wheel_tags="abi3")
-    assert "rows.toml: matrix.pythons: project.wheel_tags = 'abi3': one wheel serves every Python" in message
-    assert "variant cpu is built for 3.11, 3.12, which would make 2 wheels of one name" in message
-    # the CPU wheel off, the trains still build for both: named at the train
-    no_cpu = {"matrix": {**two["matrix"], "cpu_wheel": "disable"}}
-    message = _refusal(tmp_path, no_cpu, wheel_tags="py3-none")
-    assert "train.\"13.0\".pythons: project.wheel_tags = 'py3-none'" in message
-    assert 'list one Python in train."13.0".pythons (or matrix.pythons)' in message
-    # a train narrowed to one Python each is fine; cpython wheels may have several
-    trains = copy.deepcopy(BASE["train"])
-    for table in trains.values():
-        table["pythons"] = ["3.12"]
-    assert _load(tmp_path, {**no_cpu, "train": trains}, wheel_tags="abi3").project.wheel_tags == "abi3"
-    assert len(expand(_load(tmp_path, two, wheel_tags="cpython"))) == 6
+def test_abi3_and_py3_none_build_once_per_variant_and_smoke_on_every_python(tmp_path: Path) -> None:
+    """One abi3/py3-none wheel serves every Python: one row per variant, built with the oldest
+    Python (an abi3 tag names the oldest CPython it serves), smoke-tested on each; the ids of the
+    Pythons it serves still select it (``build cu130-py312``)."""
+    three = {"matrix": {**BASE["matrix"], "pythons": ["3.12", "3.10", "3.11"]}}
+    for tags in ("abi3", "py3-none"):
+        rows = expand(_load(tmp_path, three, wheel_tags=tags))
+        assert [r.id for r in rows] == ["cpu-py310-x86_64", "cu130-py310-x86_64", "cu132-py310-x86_64"]
+        assert {r.pythons for r in rows} == {("3.10", "3.11", "3.12")}
+        cu130 = rows[1]
+        assert cu130.aliases == ("cu130-py311-x86_64", "cu130-py312-x86_64")
+        assert cu130.to_json()["smoke_pythons"] == ["3.10", "3.11", "3.12"]
+        policy = _load(tmp_path, three, wheel_tags=tags)
+        assert select(policy, rows, patterns=("cu130-py312",)) == (cu130,)
+        assert select(policy, rows, patterns=("cu130-py312-x86_64",)) == (cu130,)
+        assert select(policy, rows, patterns=("*-py311-*",)) == rows
+    # a cpython project builds (and smoke-tests) a wheel per Python, as before
+    rows = expand(_load(tmp_path, three, wheel_tags="cpython"))
+    assert len(rows) == 9 and all(r.pythons == (r.python,) and r.aliases == () for r in rows)
+    with pytest.raises(SelectionError, match="no row matches 'cu130-py39'"):
+        select(_load(tmp_path, three, wheel_tags="abi3"), rows, patterns=("cu130-py39",))
 
 
 # --------------------------------------------------------------------------- build constraints
