@@ -94,6 +94,10 @@ def parse_policy(data: Mapping[str, Any], path: str, *, source: Path, sha256: st
         raise c.fail("matrix.manylinux", f"{brief(manylinux)} is not a PEP 600 tag like 'manylinux_2_28'")
     extra = c.choice(m.get("extra_variants", "reject"), "matrix.extra_variants", ("reject", "allow"))
     extra_variants: RejectAllow = "allow" if extra == "allow" else "reject"
+    embedded = c.choice(
+        m.get("embedded_device_code", "reject"), "matrix.embedded_device_code", ("reject", "allow")
+    )
+    embedded_device_code: RejectAllow = "allow" if embedded == "allow" else "reject"
 
     train_list = c.strings(m["trains"], "matrix.trains", nonempty=False)
     if not train_list and not cpu_wheel:
@@ -149,6 +153,7 @@ def parse_policy(data: Mapping[str, Any], path: str, *, source: Path, sha256: st
         cpu_wheel=cpu_wheel,
         manylinux=manylinux,
         extra_variants=extra_variants,
+        embedded_device_code=embedded_device_code,
         exclusions=exclusions,
     )
 

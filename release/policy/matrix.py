@@ -46,6 +46,9 @@ class Row:
     # the Pythons the one wheel of an abi3/py3-none row serves: built once with ``python`` (the
     # oldest), smoke-tested on each (cibuildwheel's way); empty for a cpython row (its ``python``)
     serves_pythons: tuple[str, ...] = ()
+    # matrix.embedded_device_code; the train's oldest_driver ("13.0", "580.65.06"; None: not stated)
+    embedded_device_code: str = "reject"
+    oldest_driver: str | None = None
 
     @property
     def pythons(self) -> tuple[str, ...]:
@@ -143,6 +146,8 @@ class Row:
             "local_version": self.local_version,
             "extra_variants": self.extra_variants,
             "smoke_pythons": list(self.pythons),
+            "embedded_device_code": self.embedded_device_code,
+            "oldest_driver": self.oldest_driver,
         }
 
 
@@ -213,6 +218,8 @@ def expand(policy: Policy) -> tuple[Row, ...]:
                         provided_libraries=_provided(policy, variant, platform),
                         channels=channels if train else (),
                         serves_pythons=served,
+                        embedded_device_code=policy.embedded_device_code,
+                        oldest_driver=train.oldest_driver if train else None,
                     )
                 )
     if not rows:

@@ -32,11 +32,11 @@ SCHEMA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "matrix": (
         ("platforms", "pythons", "trains", "cpu_wheel", "manylinux"),
-        ("extra_variants",),
+        ("extra_variants", "embedded_device_code"),
     ),
     "train.X.Y": (
         ("variant", "builder_image", "gpu_archs", "cuda_packages"),
-        ("pypi_toolchain", "host_toolchain_hint", "pythons", "build_constraints"),
+        ("pypi_toolchain", "host_toolchain_hint", "pythons", "build_constraints", "oldest_driver"),
     ),
     "train.X.Y.cuda_packages": (("name", "libraries", "installs_to"), ("also_accepted",)),
     "exclude": (("reason",), ("python", "platform")),
@@ -86,6 +86,9 @@ class Train:
     host_toolchain_hint: str
     pythons: tuple[str, ...]  # subset of the allowlist
     build_constraints: tuple[Path, ...] = ()  # after the project's; absolute
+    # the oldest driver the train's wheels must run on, as written ("13.0" or "580.65.06"): the
+    # audit predicts for it and fails a library whose PTX-only GPUs that driver cannot JIT for
+    oldest_driver: str | None = None
 
     @property
     def key(self) -> tuple[int, int]:
@@ -148,6 +151,8 @@ class Policy:
     targets: Mapping[str, PolicyTarget] = field(default_factory=dict)
     dependencies: tuple[Dependency, ...] = ()
     notes: tuple[str, ...] = ()  # what the load noticed that is no error (keys unused by this matrix)
+    # device code embedded as data (cubin/fatbin images in .rodata): the audit rejects or allows it
+    embedded_device_code: RejectAllow = "reject"
 
     @property
     def variants(self) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from release.policy.archs import Arch, ArchSyntaxError, parse_arch
 from release.policy.checker import Checker, brief, join, kind
 from release.policy.model import MANYLINUX_ARCHS, SCHEMA, CudaPackage, Train
 from release.policy.versions import name_problem, train_variant
+from release.resources.cuda import cuda
 
 NVCC_PACKAGE = "nvidia-cuda-nvcc"
 
@@ -173,6 +174,19 @@ def load_train(
         if "build_constraints" in t
         else ()
     )
+    oldest_driver = None
+    if "oldest_driver" in t:
+        oldest_driver = c.token(t["oldest_driver"], f"{where}.oldest_driver")
+        try:
+            driver = cuda().driver_named(oldest_driver)
+        except ValueError as exc:
+            raise c.fail(f"{where}.oldest_driver", str(exc)) from None
+        if driver.version > tuple(int(x) for x in version.split(".")):
+            raise c.fail(
+                f"{where}.oldest_driver",
+                f"CUDA {driver.label} is newer than the train ({version}): its own driver runs its wheels; "
+                f"write {version} or older",
+            )
     return Train(
         version=version,
         variant=variant,
@@ -183,6 +197,7 @@ def load_train(
         host_toolchain_hint=hint,
         pythons=train_pythons,
         build_constraints=constraints,
+        oldest_driver=oldest_driver,
     )
 
 

@@ -168,6 +168,31 @@ class CudaFacts:
         fits = [r for r in self.releases if r.driver is not None and _driver_key(r.driver) <= have]
         return fits[-1] if fits else None
 
+    def driver_named(self, text: str) -> CudaRelease:
+        """``13.0`` (the CUDA version ``nvidia-smi`` prints) or ``580.159.04`` (a driver version)
+        -> the CUDA release that driver runs; ValueError saying what is known (pure)."""
+        text = text.strip()
+        m = re.fullmatch(r"(\d{1,2})\.(\d{1,2})", text)
+        if m is not None:
+            found = self.release((int(m[1]), int(m[2])))
+            if found is None:
+                known = ", ".join(r.label for r in self.releases)
+                raise ValueError(f"{text}: not a CUDA release wheelwright knows ({known})")
+            return found
+        if re.fullmatch(r"\d{3,4}(\.\d{1,3}){1,2}", text):
+            found = self.release_for_driver(text)
+            if found is None:
+                oldest = next((r for r in self.releases if r.driver), None)
+                raise ValueError(
+                    f"{text}: older than every release wheelwright knows"
+                    + (f" (the oldest: {oldest.describe()})" if oldest else "")
+                )
+            return found
+        raise ValueError(
+            f"{text!r}: write the CUDA version the driver supports ('13.0', as nvidia-smi prints it) "
+            "or the driver version ('580.159.04')"
+        )
+
     def library(self, soname: str) -> CudaLibrary | None:
         """The library a soname or file name belongs to (exact stem first, then the longest family)."""
         s = stem(soname)
