@@ -175,6 +175,8 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     policy, rows = rows_from_args(args)
     if args.wheel and len(rows) != 1:
         raise InputError(f"--wheel needs exactly one row, but the selection has {len(rows)}")
+    if args.unaudited and not args.wheel:
+        raise InputError("--unaudited smokes one wheel file: give it with --wheel")
     timeouts = Timeouts(probe=probe_timeout(args.probe_timeout, os.environ))
     psha = policy_sha256(policy)
     house = Path(args.wheelhouse).resolve() if args.wheelhouse else None
@@ -206,11 +208,14 @@ def cmd_smoke(args: argparse.Namespace) -> int:
             extra_index_urls=args.extra_index_url,
             timeouts=timeouts,
             wheelhouse=house,
+            audited=not args.unaudited,
         )
         print(f"{'PASS' if outcome.passed else 'FAIL'} smoke {row.id}: {wheel.name}")
         for line in outcome.lines:
             print(f"  {line}")
-        print(f"  record: {record}")
+        print(
+            f"  record: {record}" if record else "  record: none (--unaudited: no audit record was required)"
+        )
         if not outcome.passed:
             failing = [line for line in outcome.lines if line.startswith("✗")]
             log.annotate(f"smoke failed: {row.id}", "\n".join(failing) or "the smoke test failed")
@@ -316,6 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="install the wheel's dependencies from DIR only (pip --no-index --find-links DIR): for a "
         "machine with no network; fill it elsewhere with pip download --only-binary=:all: --dest DIR WHEEL",
+    )
+    p.add_argument(
+        "--unaudited",
+        action="store_true",
+        help="with --wheel: smoke a wheel that has no passing audit record (a wheel that fails its audit by "
+        "design, to see what a GPU does with it); no smoke record is written, so nothing it says can reach "
+        "a publish",
     )
     add_probe_timeout(p)
     p.set_defaults(func=cmd_smoke)

@@ -414,15 +414,20 @@ def smoke_step(
     env: Mapping[str, str] | None = None,
     timeouts: Timeouts | None = None,
     wheelhouse: Wheelhouse | Path | None = None,
-) -> tuple[Outcome, Path]:
+    audited: bool = True,
+) -> tuple[Outcome, Path | None]:
     """The smoke step of a row's wheel: its passing audit record first (bound to these bytes,
     this row and this policy), then a fresh smoke on each of ``pythons`` (version -> interpreter:
     :func:`smoke_pythons`), then one smoke record. The old smoke record goes before the run, so
-    a failed or stopped rerun never leaves a stale pass behind."""
+    a failed or stopped rerun never leaves a stale pass behind.
+
+    ``audited=False`` (``smoke --unaudited``): no audit record is required and none is written
+    (the record path is None), so a run of a wheel that failed its audit can never feed a publish."""
     sha = sha256_file(wheel)
-    records.require(
-        wheel, records.AuditRecord, step="smoke", row_id=row.id, policy_sha256=policy_sha256, sha256=sha
-    )
+    if audited:
+        records.require(
+            wheel, records.AuditRecord, step="smoke", row_id=row.id, policy_sha256=policy_sha256, sha256=sha
+        )
     records.remove(wheel, "smoke")
     runs: list[tuple[str, Outcome]] = []
     for version, python in pythons.items():
@@ -443,4 +448,6 @@ def smoke_step(
     if not runs:
         raise InputError(f"row {row.id}: no Python to smoke-test {wheel.name} with")
     outcome = combine(runs)
+    if not audited:
+        return outcome, None
     return outcome, write_record(wheel, row, outcome, policy_sha256=policy_sha256, sha256=sha)
