@@ -1,50 +1,80 @@
-"""GPU truth cases (docs/gpu-smoke.md) through wheelwright's smoke function (release.smoke.run.smoke_wheel),
-the one `python -m release smoke` calls, without the audit-record gate (several cases are built to
-fail their audit). Prints what the audit predicted beside what the GPU did."""
+"""GPU truth cases (docs/gpu-smoke.md) through the product's own smoke command:
+``python -m release smoke --unaudited --wheel W --policy P`` for each case of
+tests/fixtures/wheels/gpu/gpu.json (several wheels are built to fail their audit, hence
+``--unaudited``: no audit record needed, none written). Prints what the audit predicted beside
+what the GPU did, and writes $OUT/gpu_cases.json.
 
+Run on a GPU machine with no network, from the repository root:
+``python scripts/gpu_truth_cases.py --wheelhouse .gpu/wheelhouse`` (the wheelhouse holds the
+CUDA runtime wheels the cases need: nvidia-cuda-runtime 13.0 and 13.2, and
+nvidia-cuda-runtime-cu12 12.4.127 for case d).
+"""
+
+from __future__ import annotations
+
+import argparse
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
-from release.build.python import find_python
-from release.policy.load import load_policy
-from release.policy.matrix import expand
-from release.smoke.run import smoke_wheel
+ROOT = Path(__file__).resolve().parents[1]
+WHEELS = ROOT / "tests" / "fixtures" / "wheels"
+# what a failure must say, per case predicted to fail (the CUDA error, or the loader's)
+TOKENS = {"b": "NoKernelImage", "f": "UnsupportedPtx", "g": "undefined symbol"}
 
-root = Path("tests/fixtures/wheels")
-cases = json.loads((root / "gpu" / "gpu.json").read_text())["cases"]
-results = []
-for c in cases:
-    if c["case"] == "d":
-        continue  # needs nvidia-cuda-runtime-cu12==12.4.127, not carried
-    policy = load_policy(root / c["policy"])
-    (row,) = expand(policy)
-    py = find_python(row.python, env=os.environ).path
-    try:
-        o = smoke_wheel(
-            row, policy.project, root / c["wheel"], py, wheelhouse=Path(".gpu/wheelhouse").resolve()
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--wheelhouse", required=True, help="the CUDA runtime wheels, installed with no index"
+    )
+    parser.add_argument("--only", nargs="*", default=[], help="case letters to run (default: all)")
+    args = parser.parse_args()
+    cases = json.loads((WHEELS / "gpu" / "gpu.json").read_text(encoding="utf-8"))["cases"]
+    results = []
+    for case in cases:
+        if args.only and case["case"] not in args.only:
+            continue
+        command = [
+            sys.executable, "-m", "release", "smoke", "--unaudited",
+            "--wheel", str(WHEELS / case["wheel"]),
+            "--policy", str(WHEELS / case["policy"]),
+            "--wheelhouse", str(Path(args.wheelhouse).resolve()),
+        ]  # fmt: skip
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, timeout=900)
+        said = done.stdout + done.stderr
+        ran = done.returncode == 0 and "no GPU here" not in said
+        predicted_runs = case["predicted"].startswith("runs")
+        token = TOKENS.get(case["case"], "")
+        matched = ran if predicted_runs else (done.returncode == 1 and token in said)
+        verdict = "MATCH" if matched else "MISMATCH"
+        print(f"[{verdict}] {case['case']}: {case['why']}\n    predicted: {case['predicted']}")
+        print(
+            "    $ python -m release smoke --unaudited --wheel "
+            + case["wheel"]
+            + f"  (exit {done.returncode})"
         )
-        ran, lines = o.passed and o.executed, list(o.lines)
-    except Exception as exc:  # report, keep going
-        ran, lines = False, [f"{type(exc).__name__}: {exc}"]
-    predicted_runs = c["predicted"].startswith("runs")
-    token = {"b": "NoKernelImage", "f": "UnsupportedPtx", "g": "undefined symbol"}.get(c["case"], "")
-    said = "\n".join(lines)
-    verdict = "MATCH" if (ran if predicted_runs else (not ran and token in said)) else "MISMATCH"
-    print(
-        f"[{verdict}] {c['case']}: {c['why']}\n    predicted: {c['predicted']} (9.0 cell: {c['support_9_0']})"
-    )
-    print("    " + "\n    ".join(lines[-4:]))
-    results.append(
-        {
-            "case": c["case"],
-            "wheel": c["wheel"],
-            "predicted": c["predicted"],
-            "ran": ran,
-            "verdict": verdict,
-            "lines": lines,
-        }
-    )
-out = Path(os.environ.get("OUT", ".")) / "gpu_cases.json"
-out.write_text(json.dumps(results, indent=1))
-print(f"{sum(r['verdict'] == 'MATCH' for r in results)}/{len(results)} predictions matched")
+        print("    " + "\n    ".join(done.stdout.strip().splitlines()[-6:]))
+        results.append(
+            {
+                "case": case["case"],
+                "wheel": case["wheel"],
+                "predicted": case["predicted"],
+                "exit": done.returncode,
+                "ran": ran,
+                "verdict": verdict,
+                "stdout": done.stdout,
+                "stderr": done.stderr[-4000:],
+            }
+        )
+    out = Path(os.environ.get("OUT", ".")) / "gpu_cases.json"
+    out.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    matched = sum(r["verdict"] == "MATCH" for r in results)
+    print(f"{matched}/{len(results)} predictions matched")
+    return 0 if matched == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
