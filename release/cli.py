@@ -59,7 +59,13 @@ def resolve_rows(
 
 
 def add_selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("rows", nargs="*", metavar="ROW_GLOB", help="row id globs, e.g. 'cu130-*' (default: all)")
+    p.add_argument(
+        "rows",
+        nargs="*",
+        metavar="ROW_GLOB",
+        help="row id globs or their leading parts, e.g. 'cu130-*' or 'cu130-py312' (default: all); the id of "
+        "any Python an abi3/py3-none row's wheel serves selects that row",
+    )
     p.add_argument("--policy", default=DEFAULT_POLICY, help="policy file (default: %(default)s)")
     p.add_argument(
         "--arch", dest="platform", metavar="ARCH", help="only rows for this CPU arch (x86_64, aarch64)"
@@ -72,6 +78,19 @@ def add_selection(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help='JSON {"version": 1, "identifiers": [cibuildwheel ids], "images": [builder images]}; '
         "fails naming every advertised row not offered",
+    )
+
+
+def add_dist(p: argparse.ArgumentParser, what: str = "where built wheels are") -> None:
+    p.add_argument("--dist", default="dist", help=f"{what} (default: %(default)s)")
+
+
+def add_backend(p: argparse.ArgumentParser, what: str = "build backend") -> None:
+    p.add_argument(
+        "--backend",
+        choices=("auto", "host", "container"),
+        default="auto",
+        help=f"{what} (default: %(default)s)",
     )
 
 
@@ -307,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
         "The wheel needs its passing audit record, bound to its sha256, row and policy (exit 1 without).",
     )
     add_selection(p)
-    p.add_argument("--dist", default="dist", help="where built wheels are (default: %(default)s)")
+    add_dist(p)
     p.add_argument(
         "--wheel",
         help="smoke this wheel file instead of the row's wheel in --dist (its passing audit record beside it)",
@@ -345,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--target", default="rehearsal", help="a [target.NAME] of the policy (default: %(default)s)"
     )
-    p.add_argument("--dist", default="dist", help="where built wheels are (default: %(default)s)")
+    add_dist(p)
     p.add_argument("--check-only", action="store_true", help="run every guard, upload nothing")
     p.set_defaults(func=cmd_publish)
 
@@ -372,13 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
         "leaves nothing in dist/.",
     )
     add_selection(p)
-    p.add_argument("--dist", default="dist", help="where wheels go (default: %(default)s)")
-    p.add_argument(
-        "--backend",
-        choices=("auto", "host", "container"),
-        default="auto",
-        help="auto: a container engine if one works, else the host (default: %(default)s)",
-    )
+    add_dist(p, "where wheels go")
+    add_backend(p, "auto: a container engine if one works, else the host")
     p.add_argument(
         "--dry-run",
         action="store_true",

@@ -156,26 +156,21 @@ def torch_cuda_arch_list(archs: tuple[Arch, ...]) -> str:
     return ";".join(str(a) for a in archs)
 
 
+def _targets(archs: tuple[Arch, ...]) -> list[tuple[Arch, bool]]:
+    """(arch, is PTX) for each code a list asks nvcc for: its SASS, then its PTX, in list order."""
+    return [(a, ptx) for a in archs for ptx, wanted in ((False, a.ships_sass), (True, a.ptx)) if wanted]
+
+
 def cmake_cuda_architectures(archs: tuple[Arch, ...]) -> str:
     """``CMAKE_CUDA_ARCHITECTURES`` value: ``75-real;...;120-real;120-virtual``."""
-    out: list[str] = []
-    for a in archs:
-        if a.ships_sass:
-            out.append(f"{a.cc}{a.variant}-real")
-        if a.ptx:
-            out.append(f"{a.cc}{a.variant}-virtual")
-    return ";".join(out)
+    return ";".join(f"{a.cc}{a.variant}-{'virtual' if ptx else 'real'}" for a, ptx in _targets(archs))
 
 
 def nvcc_gencode_flags(archs: tuple[Arch, ...]) -> tuple[str, ...]:
     """The ``-gencode`` flags an nvcc build of this list uses."""
-    flags: list[str] = []
-    for a in archs:
-        if a.ships_sass:
-            flags.append(f"-gencode=arch={a.virtual},code={a.sass}")
-        if a.ptx:
-            flags.append(f"-gencode=arch={a.virtual},code={a.virtual}")
-    return tuple(flags)
+    return tuple(
+        f"-gencode=arch={a.virtual},code={a.virtual if ptx else a.sass}" for a, ptx in _targets(archs)
+    )
 
 
 # How a library runs on a GPU, over its translation units with kernels: all native; all run, some by

@@ -158,6 +158,31 @@ def parse_policy(data: Mapping[str, Any], path: str, *, source: Path, sha256: st
     )
 
 
+def _members(
+    c: Checker,
+    t: dict[str, object],
+    where: str,
+    key: str,
+    allowed: tuple[str, ...],
+    what: str,
+    *,
+    unused: tuple[str, ...] = (),
+) -> tuple[str, ...]:
+    """The optional list ``t[key]``, each item one of ``allowed``; an item in ``unused`` (an arch
+    this matrix dropped) is noted, not refused."""
+    items = c.strings(t.get(key, []), f"{where}.{key}", nonempty=False)
+    for j, item in enumerate(items):
+        if item in allowed:
+            continue
+        if item in unused:
+            c.note(
+                f"{where}.{key}[{j}]", f"{item} is not {what} ({', '.join(allowed)}); unused by this matrix"
+            )
+        else:
+            raise c.fail(f"{where}.{key}[{j}]", f"{brief(item)} is not {what} ({', '.join(allowed)})")
+    return items
+
+
 def _dependencies(
     c: Checker, value: object, platforms: tuple[str, ...], variants: tuple[str, ...]
 ) -> tuple[Dependency, ...]:
@@ -175,25 +200,8 @@ def _dependencies(
         problem = url_problem(index, "channel")
         if problem:
             raise c.fail(f"{where}.index", problem)
-        plats = c.strings(t.get("platforms", []), f"{where}.platforms", nonempty=False)
-        for j, plat in enumerate(plats):
-            if plat in MANYLINUX_ARCHS and plat not in platforms:
-                c.note(
-                    f"{where}.platforms[{j}]",
-                    f"{plat} is not in matrix.platforms ({', '.join(platforms)}); unused by this matrix",
-                )
-            elif plat not in platforms:
-                raise c.fail(
-                    f"{where}.platforms[{j}]",
-                    f"{brief(plat)} is not in matrix.platforms ({', '.join(platforms)})",
-                )
-        vars_ = c.strings(t.get("variants", []), f"{where}.variants", nonempty=False)
-        for j, v in enumerate(vars_):
-            if v not in variants:
-                raise c.fail(
-                    f"{where}.variants[{j}]",
-                    f"{brief(v)} is not a CUDA variant of this policy ({', '.join(variants)})",
-                )
+        plats = _members(c, t, where, "platforms", platforms, "in matrix.platforms", unused=MANYLINUX_ARCHS)
+        vars_ = _members(c, t, where, "variants", variants, "a CUDA variant of this policy")
         libs = c.strings(t.get("libraries", []), f"{where}.libraries", nonempty=False)
         for j, lib in enumerate(libs):
             c.token(lib, f"{where}.libraries[{j}]")
