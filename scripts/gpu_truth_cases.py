@@ -71,9 +71,9 @@ def main() -> int:
         )
     out = Path(os.environ.get("OUT", ".")) / "gpu_cases.json"
     out.write_text(json.dumps(results, indent=1), encoding="utf-8")
-    matched = sum(r["verdict"] == "MATCH" for r in results)
-    print(f"{matched}/{len(results)} predictions matched")
-    return 0 if matched == len(results) else 1
+    total = sum(r["verdict"] == "MATCH" for r in results)
+    print(f"{total}/{len(results)} predictions matched")
+    return 0 if total == len(results) else 1
 
 
 if __name__ == "__main__":

@@ -63,6 +63,17 @@ class DecodeError(Exception):
 # --------------------------------------------------------------------------- LZ4
 
 
+def _lz4_more(src: bytes, i: int, length: int) -> tuple[int, int]:
+    """A length of 15 continues in the bytes at ``i``: each adds its value, 255 says one more
+    follows. The full length and where the next field starts (IndexError past the input)."""
+    while True:
+        b = src[i]
+        i += 1
+        length += b
+        if b != 255:
+            return length, i
+
+
 def lz4_block(src: bytes, limit: int) -> bytes:
     """Decode an LZ4 block (no frame) until ``limit`` bytes are out or the input ends."""
     out = bytearray()
@@ -73,12 +84,7 @@ def lz4_block(src: bytes, limit: int) -> bytes:
             i += 1
             length = token >> 4
             if length == 15:
-                while True:
-                    b = src[i]
-                    i += 1
-                    length += b
-                    if b != 255:
-                        break
+                length, i = _lz4_more(src, i, length)
             out += src[i : i + length]
             i += length
             if i >= n:
@@ -89,12 +95,7 @@ def lz4_block(src: bytes, limit: int) -> bytes:
                 raise DecodeError(f"LZ4 match offset {offset} points before the start of the output")
             match = token & 15
             if match == 15:
-                while True:
-                    b = src[i]
-                    i += 1
-                    match += b
-                    if b != 255:
-                        break
+                match, i = _lz4_more(src, i, match)
             match += 4
             start = len(out) - offset
             if offset >= match:

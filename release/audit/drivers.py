@@ -14,7 +14,6 @@ driver 580.159.04, a CUDA 13.0 driver; see docs/gpu-smoke.md):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from release.audit.fatbin import FatbinEntry
@@ -22,9 +21,6 @@ from release.audit.model import Expectation, Library
 from release.resources.cuda import CudaRelease, Gpu, cuda
 
 __all__ = ["Need", "library_cuda_major", "need_for_entry", "need_for_major", "parse_driver"]
-
-_CUDA_VERSION = re.compile(r"\A(\d{1,2})\.(\d{1,2})\Z")
-_DRIVER_VERSION = re.compile(r"\A\d{3,4}(\.\d{1,3}){1,2}\Z")
 
 
 class DriverSyntaxError(ValueError):
@@ -34,28 +30,10 @@ class DriverSyntaxError(ValueError):
 def parse_driver(text: str) -> CudaRelease:
     """``13.0`` (the CUDA version ``nvidia-smi`` prints) or ``580.159.04`` (the driver version) ->
     the CUDA release that driver runs. DriverSyntaxError naming what is known."""
-    facts = cuda()
-    text = text.strip()
-    m = _CUDA_VERSION.match(text)
-    if m is not None:
-        found = facts.release((int(m[1]), int(m[2])))
-        if found is None:
-            known = ", ".join(r.label for r in facts.releases)
-            raise DriverSyntaxError(f"--driver {text}: not a CUDA release wheelwright knows ({known})")
-        return found
-    if _DRIVER_VERSION.match(text):
-        found = facts.release_for_driver(text)
-        if found is None:
-            oldest = next((r for r in facts.releases if r.driver), None)
-            raise DriverSyntaxError(
-                f"--driver {text}: older than every release wheelwright knows"
-                + (f" (the oldest: {oldest.describe()})" if oldest else "")
-            )
-        return found
-    raise DriverSyntaxError(
-        f"--driver {text!r}: write the CUDA version the driver supports ('13.0', as nvidia-smi prints it) "
-        "or the driver version ('580.159.04')"
-    )
+    try:
+        return cuda().driver_named(text)
+    except ValueError as exc:
+        raise DriverSyntaxError(f"--driver {exc}") from None
 
 
 @dataclass(frozen=True, order=True)

@@ -17,8 +17,7 @@ import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Literal, NamedTuple, Self
+from typing import Literal, NamedTuple
 
 from release.audit.elf_core import (
     ELF_MAGIC,
@@ -29,6 +28,7 @@ from release.audit.elf_core import (
     SHT_GNU_VERDEF,
     SHT_GNU_VERNEED,
     SHT_NOBITS,
+    Closing,
     ElfError,
     ElfFile,
     Header,
@@ -159,17 +159,7 @@ def _dynamic_from_sections(f: ElfFile, h: Header, raw: list[RawSection]) -> _Dyn
     for s in raw:
         if s.type != SHT_DYNAMIC:
             continue
-        if s.link == 0 or s.link >= len(raw):
-            raise ElfError(
-                f"{f.path}: corrupt: the dynamic section links to string table {s.link}, "
-                f"which does not exist ({len(raw)} sections)"
-            )
-        strtab = raw[s.link]
-        if strtab.type == SHT_NOBITS or strtab.offset + strtab.size > f.size:
-            raise ElfError(
-                f"{f.path}: truncated or corrupt: the dynamic string table at offset "
-                f"{strtab.offset:#x} ({strtab.size} bytes) lies outside the file"
-            )
+        strtab = _linked_strtab(f, raw, s, "dynamic")
         entries = _dynamic_entries(f, h.layout, s.offset, s.size)
         return _Dynamic(entries, strtab.offset, strtab.size)
     return None
@@ -207,11 +197,7 @@ def _split_paths(values: list[str]) -> tuple[str, ...]:
 
 def _version_needs(f: ElfFile, h: Header, raw: list[RawSection]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     out: list[tuple[str, tuple[str, ...]]] = []
-    for s in raw:
-        if s.type != SHT_GNU_VERNEED:
-            continue
-        strtab = _linked_strtab(f, raw, s, "version needs")
-        data = f.read(s.offset, s.size, "version needs section")
+    for s, strtab, data in _linked_sections(f, raw, SHT_GNU_VERNEED, "version needs"):
         need, aux = struct.Struct(h.layout.endian + _VERNEED), struct.Struct(h.layout.endian + _VERNAUX)
         offset, seen = 0, 0
         while seen < max(s.info, 1) and offset + need.size <= len(data) and seen <= len(data) // need.size:
@@ -238,11 +224,7 @@ def _version_needs(f: ElfFile, h: Header, raw: list[RawSection]) -> tuple[tuple[
 
 def _version_definitions(f: ElfFile, h: Header, raw: list[RawSection]) -> tuple[str, ...]:
     out: list[str] = []
-    for s in raw:
-        if s.type != SHT_GNU_VERDEF:
-            continue
-        strtab = _linked_strtab(f, raw, s, "version definitions")
-        data = f.read(s.offset, s.size, "version definitions section")
+    for _s, strtab, data in _linked_sections(f, raw, SHT_GNU_VERDEF, "version definitions"):
         vdef, vaux = struct.Struct(h.layout.endian + _VERDEF), struct.Struct(h.layout.endian + _VERDAUX)
         offset, seen = 0, 0
         while offset + vdef.size <= len(data) and seen <= len(data) // vdef.size:
@@ -260,6 +242,16 @@ def _version_definitions(f: ElfFile, h: Header, raw: list[RawSection]) -> tuple[
     return tuple(out)
 
 
+def _linked_sections(
+    f: ElfFile, raw: list[RawSection], section_type: int, what: str
+) -> Iterator[tuple[RawSection, RawSection, bytes]]:
+    """Each section of ``section_type`` with the string table it links to and its bytes."""
+    for s in raw:
+        if s.type == section_type:
+            strtab = _linked_strtab(f, raw, s, what)
+            yield s, strtab, f.read(s.offset, s.size, f"{what} section")
+
+
 def _linked_strtab(f: ElfFile, raw: list[RawSection], s: RawSection, what: str) -> RawSection:
     if s.link == 0 or s.link >= len(raw):
         raise ElfError(
@@ -268,7 +260,10 @@ def _linked_strtab(f: ElfFile, raw: list[RawSection], s: RawSection, what: str) 
         )
     strtab = raw[s.link]
     if strtab.type == SHT_NOBITS or strtab.offset + strtab.size > f.size:
-        raise ElfError(f"{f.path}: truncated or corrupt: the {what} string table lies outside the file")
+        raise ElfError(
+            f"{f.path}: truncated or corrupt: the {what} string table at offset "
+            f"{strtab.offset:#x} ({strtab.size} bytes) lies outside the file"
+        )
     return strtab
 
 
@@ -372,7 +367,7 @@ def _round(n: int, to: int) -> int:
     return (n + to - 1) // to * to
 
 
-class SectionReader:
+class SectionReader(Closing):
     """Random access to one section's bytes, read lazily with bounded preads.
 
     Offsets are relative to the start of the section. ``read`` raises ElfError
@@ -407,17 +402,6 @@ class SectionReader:
 
     def close(self) -> None:
         self._file.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def open_section(path: str | os.PathLike[str], name: str) -> SectionReader:

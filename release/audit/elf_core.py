@@ -65,32 +65,53 @@ class Layout:
     dyn: struct.Struct
 
 
-def layout_for(elf_class: Literal[32, 64], endian: str) -> Layout:
-    if elf_class == 64:
-        return Layout(
-            elf_class,
-            endian,
-            # e_type e_machine e_version e_entry e_phoff e_shoff e_flags
-            # e_ehsize e_phentsize e_phnum e_shentsize e_shnum e_shstrndx
-            struct.Struct(endian + "HHIQQQIHHHHHH"),
-            # name type flags addr offset size link info addralign entsize
-            struct.Struct(endian + "IIQQQQIIQQ"),
-            # type flags offset vaddr paddr filesz memsz align
-            struct.Struct(endian + "IIQQQQQQ"),
-            struct.Struct(endian + "qQ"),
-        )
-    return Layout(
-        elf_class,
-        endian,
-        struct.Struct(endian + "HHIIIIIHHHHHH"),
-        struct.Struct(endian + "IIIIIIIIII"),
+# Struct formats per ELF class: the file header, a section header, a program header and a
+# dynamic entry (the byte order is prefixed).
+_FORMATS: dict[int, tuple[str, str, str, str]] = {
+    64: (
+        # e_type e_machine e_version e_entry e_phoff e_shoff e_flags
+        # e_ehsize e_phentsize e_phnum e_shentsize e_shnum e_shstrndx
+        "HHIQQQIHHHHHH",
+        # name type flags addr offset size link info addralign entsize
+        "IIQQQQIIQQ",
+        # type flags offset vaddr paddr filesz memsz align
+        "IIQQQQQQ",
+        "qQ",
+    ),
+    32: (
+        "HHIIIIIHHHHHH",
+        "IIIIIIIIII",
         # type offset vaddr paddr filesz memsz flags align
-        struct.Struct(endian + "IIIIIIII"),
-        struct.Struct(endian + "iI"),
-    )
+        "IIIIIIII",
+        "iI",
+    ),
+}
 
 
-class ElfFile:
+def layout_for(elf_class: Literal[32, 64], endian: str) -> Layout:
+    ehdr, shdr, phdr, dyn = (struct.Struct(endian + fmt) for fmt in _FORMATS[elf_class])
+    return Layout(elf_class, endian, ehdr, shdr, phdr, dyn)
+
+
+class Closing:
+    """``with`` support for a reader: leaving the block calls :meth:`close`."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class ElfFile(Closing):
     """An open file read with bounded preads; every short read is an ElfError."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -111,17 +132,6 @@ class ElfFile:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def read(self, offset: int, size: int, what: str) -> bytes:
         """Exactly ``size`` bytes at ``offset`` or ElfError naming ``what``."""
@@ -233,15 +243,19 @@ class RawSection(NamedTuple):
     addralign: int = 0
 
 
+def _check_entry_size(f: ElfFile, table: str, entsize: int, entry: struct.Struct) -> None:
+    """ElfError when the header says a ``table`` header entry is smaller than its struct."""
+    if entsize < entry.size:
+        raise ElfError(
+            f"{f.path}: corrupt ELF header: {table} header entry size {entsize} is smaller than {entry.size}"
+        )
+
+
 def read_section_table(f: ElfFile, h: Header) -> list[RawSection]:
     if h.shoff == 0:
         return []
     lay = h.layout
-    if h.shentsize < lay.shdr.size:
-        raise ElfError(
-            f"{f.path}: corrupt ELF header: section header entry size {h.shentsize} "
-            f"is smaller than {lay.shdr.size}"
-        )
+    _check_entry_size(f, "section", h.shentsize, lay.shdr)
 
     def entry(index: int) -> RawSection:
         raw = f.read(h.shoff + index * h.shentsize, lay.shdr.size, f"section header {index}")
@@ -341,11 +355,7 @@ def read_segments(f: ElfFile, h: Header) -> list[Segment]:
     if h.phoff == 0 or h.phnum == 0:
         return []
     lay = h.layout
-    if h.phentsize < lay.phdr.size:
-        raise ElfError(
-            f"{f.path}: corrupt ELF header: program header entry size {h.phentsize} "
-            f"is smaller than {lay.phdr.size}"
-        )
+    _check_entry_size(f, "program", h.phentsize, lay.phdr)
     blob = f.read(h.phoff, h.phnum * h.phentsize, "program header table")
     out = []
     for index in range(h.phnum):

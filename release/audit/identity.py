@@ -183,13 +183,20 @@ def _headers(text: str) -> dict[str, list[str]]:
     return out
 
 
-def _one(fields: dict[str, list[str]], key: str, where: str) -> tuple[str | None, str | None]:
+def _one(
+    fields: dict[str, list[str]], key: str, where: str, problems: list[str], why: str = ""
+) -> str | None:
+    """The one value of ``key``; None, with the problem added, when there is none or more than one."""
     values = fields.get(key.lower(), [])
     if len(values) == 1:
-        return values[0], None
+        return values[0]
     if not values:
-        return None, f"{where} has no {key} field"
-    return None, f"{where} has {len(values)} {key} fields ({first_few(values, 3)}); installers read one"
+        problems.append(f"{where} has no {key} field{why}")
+    else:
+        problems.append(
+            f"{where} has {len(values)} {key} fields ({first_few(values, 3)}); installers read one{why}"
+        )
+    return None
 
 
 def _wheel_problems(wheel_text: str | None, where: str, tags: frozenset[Tag], build: str) -> list[str]:
@@ -197,14 +204,10 @@ def _wheel_problems(wheel_text: str | None, where: str, tags: frozenset[Tag], bu
         return [f"{where} is missing: pip refuses a wheel without it"]
     fields = _headers(wheel_text)
     problems: list[str] = []
-    wheel_version, why = _one(fields, "Wheel-Version", where)
-    if why is not None:
-        problems.append(why + " (pip refuses it)")
-    elif not re.fullmatch(r"1\.\d+", wheel_version or ""):
+    wheel_version = _one(fields, "Wheel-Version", where, problems, " (pip refuses it)")
+    if wheel_version is not None and not re.fullmatch(r"1\.\d+", wheel_version):
         problems.append(f"{where} says Wheel-Version: {wheel_version}; installers read only 1.x")
-    _, why = _one(fields, "Root-Is-Purelib", where)
-    if why is not None:
-        problems.append(why)
+    _one(fields, "Root-Is-Purelib", where, problems)
     listed: set[Tag] = set()
     for line in fields.get("tag", []):
         parts = line.split("-")
@@ -231,24 +234,20 @@ def _metadata_problems(metadata: str | None, where: str, name: str, version: Ver
         return [f"{where} is missing: installers cannot tell what the wheel is"]
     fields = _headers(metadata)
     problems: list[str] = []
-    meta_name, why = _one(fields, "Name", where)
-    if why is not None:
-        problems.append(why)
-    else:
+    meta_name = _one(fields, "Name", where, problems)
+    if meta_name is not None:
         try:
-            if canonicalize_name(meta_name or "", validate=True) != name:
+            if canonicalize_name(meta_name, validate=True) != name:
                 problems.append(
                     f"{where} says Name: {meta_name} but the file name says {name}; pip refuses the "
                     "inconsistent metadata"
                 )
         except InvalidName:
             problems.append(f"{where} says Name: {meta_name!r}, not a valid distribution name")
-    meta_version, why = _one(fields, "Version", where)
-    if why is not None:
-        problems.append(why)
-    else:
+    meta_version = _one(fields, "Version", where, problems)
+    if meta_version is not None:
         try:
-            if Version(meta_version or "") != version:
+            if Version(meta_version) != version:
                 problems.append(
                     f"{where} says Version: {meta_version} but the file name says {version}; pip refuses the "
                     "inconsistent metadata"

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from release.audit.device_code import library_claim
+from release.audit.drivers import need_for_entry
 from release.audit.fatbin import Fatbinary, FatbinEntry
 from release.audit.model import Contents, Library
 from release.policy.archs import claim_text
@@ -29,13 +30,12 @@ __all__ = ["inventory", "library_inventory"]
 
 
 def _emitted_by(entry: FatbinEntry) -> str | None:
-    isa = entry.ptx_isa
-    if isa is None:
+    need = need_for_entry(entry)  # the first release writing the entry's PTX ISA
+    if need is None:
         return None
-    release = cuda().release_for_ptx_isa(isa)
-    if release is None:
+    if need.release is None:
         return f"newer than CUDA {cuda().releases[-1].label}"
-    return f"CUDA {release.label}"
+    return f"CUDA {need.release.label}"
 
 
 def _entries(units: tuple[Fatbinary, ...]) -> list[dict[str, Any]]:

@@ -12,17 +12,20 @@ and what they guarantee.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import resource
+import shutil
 import signal
 import struct
 import subprocess
+import sys
 import threading
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from release.core.errors import InputError, StepFailed, WheelwrightError
 
@@ -114,8 +117,7 @@ class Budget:
         self.cap = limits.inflated_cap(wheel_size)
         self.disk_room = disk_room
         self.error: WheelwrightError | None = None
-        self._inflated = 0
-        self._written = 0
+        self._counted: dict[Literal["inflated", "written"], int] = {"inflated": 0, "written": 0}
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
@@ -133,13 +135,16 @@ class Budget:
             self._stop.set()
         return error if first else Stopped()
 
+    def _add(self, counter: Literal["inflated", "written"], n: int) -> int:
+        """Count ``n`` more bytes; the new total."""
+        with self._lock:
+            self._counted[counter] += n
+            return self._counted[counter]
+
     def inflated(self, n: int, member: str) -> None:
         if self._stop.is_set():
             raise Stopped
-        with self._lock:
-            self._inflated += n
-            total = self._inflated
-        if total > self.cap:
+        if self._add("inflated", n) > self.cap:
             raise self.refuse(
                 LimitExceeded(
                     f"{self.wheel}: its members inflate to more than {size(self.cap)}, the limit for a wheel "
@@ -149,10 +154,7 @@ class Budget:
             )
 
     def written(self, n: int) -> None:
-        with self._lock:
-            self._written += n
-            total = self._written
-        if total > self.disk_room:
+        if self._add("written", n) > self.disk_room:
             raise self.refuse(
                 StepFailed(
                     f"{self.wheel}: extracting it needs more than the {size(self.disk_room)} free under the "
@@ -299,8 +301,10 @@ class Ran:
         return f"exit code {self.returncode}"
 
 
-def _limit_self(sandbox: Sandbox) -> None:
-    """In the child, before exec: lower (never raise) each limit."""
+def rlimits(sandbox: Sandbox) -> tuple[tuple[int, int, int], ...]:
+    """(resource, soft, hard) for each limit of ``sandbox``: lowered, never raised, from this
+    process's hard limits (the child inherits them)."""
+    out = []
     for which, value, grace in (
         (resource.RLIMIT_CPU, sandbox.cpu_seconds, 1),  # SIGXCPU at the limit, SIGKILL a second later
         (resource.RLIMIT_AS, sandbox.memory_bytes, 0),
@@ -309,7 +313,50 @@ def _limit_self(sandbox: Sandbox) -> None:
     ):
         _soft, hard = resource.getrlimit(which)
         top = value + grace if hard == resource.RLIM_INFINITY else min(value + grace, hard)
-        resource.setrlimit(which, (min(value, top), top))
+        out.append((which, min(value, top), top))
+    return tuple(out)
+
+
+# The tool starts through a fresh interpreter that sets the limits on itself, restores the signals
+# Python ignores (as subprocess's restore_signals does) and execs the tool: the same process, in
+# the same session. Not ``preexec_fn``: that runs Python code between fork and exec, which can
+# deadlock when the parent has threads, and the audit's has.
+_EXEC_LIMITED = """\
+import os, resource, signal, sys
+for name in ("SIGPIPE", "SIGXFZ", "SIGXFSZ"):  # Python ignores these; the tool gets them back
+    if hasattr(signal, name):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+for spec in sys.argv[1].split(","):
+    which, soft, hard = (int(x) for x in spec.split(":"))
+    resource.setrlimit(which, (soft, hard))
+try:
+    os.execv(sys.argv[2], sys.argv[3:])
+except OSError as exc:
+    sys.stderr.write(f"{sys.argv[2]}: cannot run: {exc.strerror or exc}\\n")
+    os._exit(127)
+"""
+
+
+def _program(name: str, cwd: Path, env: dict[str, str]) -> str:
+    """The file ``name`` runs, found as exec would (a name with a slash from ``cwd``, else on
+    ``env``'s PATH): FileNotFoundError or PermissionError here, as Popen raises them."""
+    if os.sep in name:
+        path = cwd / name
+        if not path.is_file():
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+        if not os.access(path, os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), name)
+        return str(path.absolute())
+    found = shutil.which(name, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+    return str(Path(found).absolute())
+
+
+def _limited_argv(argv: Sequence[str], sandbox: Sandbox, program: str) -> list[str]:
+    """The command line that runs ``argv`` (its file: ``program``) under ``sandbox``'s rlimits."""
+    spec = ",".join(f"{which}:{soft}:{hard}" for which, soft, hard in rlimits(sandbox))
+    return [sys.executable, "-I", "-S", "-c", _EXEC_LIMITED, spec, program, *argv]
 
 
 def clean_env(scratch: Path) -> dict[str, str]:
@@ -328,17 +375,19 @@ def run_limited(argv: Sequence[str | os.PathLike[str]], *, cwd: Path, sandbox: S
     /dev/null, a clean environment, the limits in the child and its whole group stopped at the wall
     limit. Output goes to files in ``cwd`` (so the file size limit bounds it too) and only the first
     ``output_chars`` of each come back."""
+    args = [os.fspath(a) for a in argv]
+    env = clean_env(cwd)
+    command = _limited_argv(args, sandbox, _program(args[0], cwd, env))
     out_path, err_path = cwd / ".tool-stdout", cwd / ".tool-stderr"
     with out_path.open("wb") as out, err_path.open("wb") as err:
         popen = subprocess.Popen(
-            [str(a) for a in argv],
+            command,
             cwd=cwd,
-            env=clean_env(cwd),
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
             start_new_session=True,
-            preexec_fn=lambda: _limit_self(sandbox),  # only setrlimit calls in the child
         )
         timed_out = False
         try:

@@ -12,9 +12,10 @@ audit standalone (:mod:`release.audit.standalone`), from any folder.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TypedDict
 
 from release.audit.claim import ALLOWABLE, apply_options, claim_expectation
 from release.audit.model import AuditResult, Expectation
@@ -72,13 +73,7 @@ def fixed_expectation(
             load_policy(args.policy, explicit) if explicit or Path(args.policy).is_file() else (None, None)
         )
         exp = claim_expectation(
-            variant=args.variant,
-            gpu_archs=args.gpu_archs,
-            policy=policy,
-            runs_on=args.runs_on,
-            driver=args.driver,
-            checks=args.checks,
-            allow=args.allow,
+            variant=args.variant, gpu_archs=args.gpu_archs, policy=policy, **_options(args)
         )
         return replace(exp, policy_sha256=None if exp.standalone else digest), policy, digest
     return None, None, None
@@ -86,9 +81,20 @@ def fixed_expectation(
 
 def row_options(expectation: Expectation, args: argparse.Namespace) -> Expectation:
     """A row's expectation with ``--runs-on``, ``--driver``, ``--checks`` and ``--allow`` applied."""
-    return apply_options(
-        expectation, runs_on=args.runs_on, driver=args.driver, checks=args.checks, allow=args.allow
-    )
+    return apply_options(expectation, **_options(args))
+
+
+class _Options(TypedDict):
+    """The keywords :func:`~release.audit.claim.apply_options` takes, as the command line gave them."""
+
+    runs_on: str | None
+    driver: str | None
+    checks: str | None
+    allow: Sequence[str]
+
+
+def _options(args: argparse.Namespace) -> _Options:
+    return {"runs_on": args.runs_on, "driver": args.driver, "checks": args.checks, "allow": args.allow}
 
 
 def record_allowed(result: AuditResult) -> bool:

@@ -92,6 +92,40 @@ def _accepts(package: CudaPackage, req: Requirement) -> set[str] | None:
     return None
 
 
+@dataclass(frozen=True)
+class Declarations:
+    """What the wheel's METADATA declares, and the findings every ``packages`` check starts with."""
+
+    declared: list[Declared]
+    cuda: list[Declared]  # the CUDA packages among them
+    findings: list[Finding]  # a failure per Requires-Dist line that does not parse, ...
+    verdict: bool  # ...or the whole verdict: no METADATA, or a CPU wheel (which declares no CUDA package)
+
+
+def declarations(contents: Contents, expectation: Expectation) -> Declarations:
+    """The start of the ``packages`` check, a row's or a standalone audit's."""
+    metadata = contents.wheel.metadata
+    if metadata is None:
+        missing = fail(CHECK, "the wheel has no readable .dist-info/METADATA: cannot tell what it declares")
+        return Declarations([], [], [missing], verdict=True)
+    declared, bad = declared_requirements(metadata)
+    out = [fail(CHECK, f"Requires-Dist {text!r} is not a valid requirement") for text in bad]
+    cuda = [d for d in declared if is_cuda_package(d.requirement.name)]
+    if expectation.is_cuda:
+        return Declarations(declared, cuda, out, verdict=False)
+    out += [
+        fail(
+            CHECK,
+            f"CPU wheel declares the CUDA package {d.text!r}; a CPU wheel declares no CUDA package",
+            requirement=d.text,
+        )
+        for d in cuda
+    ]
+    return Declarations(
+        declared, cuda, out or [ok(CHECK, "declares no CUDA package, as a CPU wheel must")], verdict=True
+    )
+
+
 def _expected_text(package: CudaPackage) -> str:
     forms = " or ".join(package.also_accepted)
     return package.name + (f" (or {forms})" if forms else "")
@@ -102,25 +136,10 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
         from release.audit import standalone  # the rules for a wheel audited without a policy
 
         return standalone.check(contents, expectation)
-    metadata = contents.wheel.metadata
-    if metadata is None:
-        return [fail(CHECK, "the wheel has no readable .dist-info/METADATA: cannot tell what it declares")]
-    declared, bad = declared_requirements(metadata)
-    out = [fail(CHECK, f"Requires-Dist {text!r} is not a valid requirement") for text in bad]
-    cuda = [d for d in declared if is_cuda_package(d.requirement.name)]
-    if not expectation.is_cuda:
-        out += [
-            fail(
-                CHECK,
-                f"CPU wheel declares the CUDA package {d.text!r}; the CPU wheel declares no CUDA package",
-                requirement=d.text,
-            )
-            for d in cuda
-        ]
-        if not out:
-            out.append(ok(CHECK, "declares no CUDA package, as a CPU wheel must"))
-        return out
-
+    head = declarations(contents, expectation)
+    if head.verdict:
+        return head.findings
+    declared, cuda, out = head.declared, head.cuda, head.findings
     train = expectation.train or ""
     major = train.split(".")[0]
     matched: dict[str, Declared] = {}

@@ -26,13 +26,19 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from release.audit.model import Contents, Expectation, Finding, fail, ok
-from release.audit.packages import Declared, admits_train, declared_requirements, is_cuda_package
+from release.audit.packages import (
+    CHECK,
+    Declared,
+    admits_train,
+    declarations,
+    declared_requirements,
+    is_cuda_package,
+)
 from release.policy.model import CudaPackage
 from release.resources.cuda import CudaLibrary, cuda
 
 __all__ = ["check", "declared_packages", "infer_train", "resolve"]
 
-CHECK = "packages"
 _CU_SUFFIX = re.compile(r"-cu(\d+)$")
 _LABEL = re.compile(r"\Acu(\d{2,3})\Z")
 _PIN = re.compile(r"^(?:==|~=|>=)\s*(\d+)\.(\d+)")
@@ -168,22 +174,12 @@ def resolve(expectation: Expectation, contents: Contents) -> Expectation:
 
 def check(contents: Contents, expectation: Expectation) -> list[Finding]:
     """``packages`` for a standalone audit: what the wheel declares is consistent with its train."""
-    metadata = contents.wheel.metadata
-    if metadata is None:
-        return [fail(CHECK, "the wheel has no readable .dist-info/METADATA: cannot tell what it declares")]
-    declared, bad = declared_requirements(metadata)
-    out = [fail(CHECK, f"Requires-Dist {text!r} is not a valid requirement") for text in bad]
-    cuda_reqs = [d for d in declared if is_cuda_package(d.requirement.name)]
+    head = declarations(contents, expectation)
+    if head.verdict:
+        return head.findings
+    cuda_reqs, out = head.cuda, head.findings
     train = expectation.train
     source = expectation.train_source or "the claim"
-    if not expectation.is_cuda:
-        out += [
-            fail(
-                CHECK, f"CPU wheel declares the CUDA package {d.text!r}; a CPU wheel declares no CUDA package"
-            )
-            for d in cuda_reqs
-        ]
-        return out or [ok(CHECK, "declares no CUDA package, as a CPU wheel must")]
     if train is None:
         return out or [ok(CHECK, f"no CUDA release to hold the declared packages to ({source})",
                           declared=[d.text for d in cuda_reqs])]  # fmt: skip

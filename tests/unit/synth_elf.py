@@ -5,20 +5,24 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-SHT_PROGBITS = 1
-SHT_STRTAB = 3
-SHT_DYNAMIC = 6
-SHT_NOBITS = 8
+from release.audit.elf import DT_NEEDED, DT_NULL, DT_RPATH, DT_RUNPATH, DT_SONAME, DT_STRSZ, DT_STRTAB
+from release.audit.elf_core import SHT_DYNAMIC, SHT_NOBITS, SHT_STRTAB
+from release.audit.fatbin import FATBIN_MAGIC
 
-DT_NULL = 0
-DT_NEEDED = 1
-DT_STRTAB = 5
-DT_STRSZ = 10
-DT_SONAME = 14
-DT_RPATH = 15
-DT_RUNPATH = 29
+__all__ = [
+    "DT_NEEDED",
+    "DT_RPATH",
+    "DT_RUNPATH",
+    "DT_SONAME",
+    "SHT_NOBITS",
+    "SHT_PROGBITS",
+    "Built",
+    "build_elf",
+    "fatbin_entry",
+    "fatbinary",
+]
 
-FATBIN_MAGIC = 0xBA55ED50
+SHT_PROGBITS = 1  # the reader never needs it
 
 
 @dataclass
