@@ -130,6 +130,11 @@ class Expectation:
 
     @classmethod
     def from_row(cls, row: Row, *, max_wheel_mib: int | None = None) -> Expectation:
+        """The row's claim; a train's ``oldest_driver`` makes the predictions for that driver (checked at
+        load, so it parses here)."""
+        from release.resources.cuda import cuda
+
+        driver = cuda().driver_named(row.oldest_driver) if row.oldest_driver else None
         return cls(
             variant=row.variant,
             train=row.train,
@@ -144,6 +149,9 @@ class Expectation:
             wheel_tags=row.wheel_tags,
             channels=row.channels,
             provided_libraries=row.provided_libraries,
+            driver=driver,
+            driver_source=f'train."{row.train}".oldest_driver = {row.oldest_driver}' if driver else None,
+            embedded_device_code=row.embedded_device_code,
         )
 
     @classmethod
