@@ -1,9 +1,10 @@
 """The record store of dist/: which row a wheel is, typed records, one writer, one reader, the chain.
 
 Layout: ``dist/<variant>/<wheel>`` with ``<wheel>.build.json``, ``<wheel>.audit.json`` and
-``<wheel>.smoke.json`` beside it; steps pass artifacts only through here. Every record carries
-its kind's version, the wheel's file name and sha256, the policy's sha256 and the row id, plus
-the stage's own fields (:class:`BuildRecord`, :class:`AuditRecord`, :class:`SmokeRecord`).
+``<wheel>.smoke.json`` beside it, and the audit's page ``<wheel>.audit.html`` (:func:`companions`);
+steps pass artifacts only through here. Every record carries its kind's version, the wheel's
+file name and sha256, the policy's sha256 and the row id, plus the stage's own fields
+(:class:`BuildRecord`, :class:`AuditRecord`, :class:`SmokeRecord`).
 
 - :func:`row_matches_wheel` is the one answer to "is this wheel the row's?"; :func:`row_for_wheel`,
   :func:`wheels_for_row` and :func:`the_wheel` are built on it.
@@ -20,11 +21,12 @@ the stage's own fields (:class:`BuildRecord`, :class:`AuditRecord`, :class:`Smok
 from __future__ import annotations
 
 import dataclasses
+import glob
 import hashlib
 import json
 import os
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
@@ -322,71 +324,51 @@ class _Fields:
         return tuple(items)
 
 
-def _required_sha(f: _Fields, key: str) -> str:
-    return str(f.sha(key))  # not optional: None was refused
+# how each record field is read, by its declared type (a sha256 field by its name); a field of
+# another type is a KeyError here, on the first read, and in tests/unit/test_records.py
+_READERS: dict[str, Callable[[_Fields, str], object]] = {
+    "str": _Fields.text,
+    "str | None": _Fields.opt_text,
+    "bool": _Fields.flag,
+    "Mapping[str, Any] | None": _Fields.mapping,
+    "tuple[str, ...]": _Fields.texts,
+    "tuple[Mapping[str, Any], ...]": _Fields.findings,
+    "Any": lambda f, key: f.data[key],  # a project's own JSON
+}
+_SHA_FIELDS = frozenset({"sha256", "policy_sha256"})
+
+
+def _read_field(f: _Fields, field: dataclasses.Field[Any]) -> object:
+    if field.name in _SHA_FIELDS:
+        return f.sha(field.name, optional=field.type == "str | None")
+    return _READERS[str(field.type)](f, field.name)
+
+
+def contradiction(record: AnyRecord) -> str | None:
+    """Where a record's verdict contradicts the rest of it (pure); None when nothing does."""
+    if isinstance(record, AuditRecord) and record.passed != all(x["ok"] for x in record.findings):
+        return "'passed' contradicts its findings"
+    if isinstance(record, SmokeRecord):
+        if record.passed and any(line.startswith("✗") for line in record.lines):
+            return "'passed' contradicts its lines"
+        if record.executed == (record.skipped_reason is not None):
+            return "'executed' contradicts 'skipped_reason'"
+        return evidence_problem(record)
+    return None
 
 
 def from_json(data: object, cls: type[R], where: str) -> R:
     """Validate a record's JSON and build the typed record; InputError naming ``where`` and the key.
-    A smoke record of version 2 reads as version 3 without evidence."""
+    Every field is read by its declared type (:data:`_READERS`). A smoke record of version 2
+    reads as version 3 without evidence."""
     if cls is SmokeRecord and isinstance(data, dict) and data.get("version") == 2 and "evidence" not in data:
         data = {**data, "version": 3, "evidence": None}
     f = _Fields(data, cls, where)
-    wheel, sha256, variant = f.text("wheel"), _required_sha(f, "sha256"), f.text("variant")
-    record: AnyRecord
-    if cls is BuildRecord:
-        record = BuildRecord(
-            wheel=wheel,
-            sha256=sha256,
-            variant=variant,
-            policy_sha256=_required_sha(f, "policy_sha256"),
-            row=f.text("row"),
-            backend=f.text("backend"),
-            python=f.text("python"),
-            platform_tag=f.text("platform_tag"),
-            toolchain=f.mapping("toolchain"),
-            torch_cuda_arch_list=f.opt_text("torch_cuda_arch_list"),
-            cmake_cuda_architectures=f.opt_text("cmake_cuda_architectures"),
-            kernel_cache=f.opt_text("kernel_cache"),
-            policy=f.text("policy"),
-            built_at=f.text("built_at"),
-        )
-    elif cls is AuditRecord:
-        record = AuditRecord(
-            wheel=wheel,
-            sha256=sha256,
-            variant=variant,
-            policy_sha256=f.sha("policy_sha256", optional=True),
-            row=f.opt_text("row"),
-            passed=f.flag("passed"),
-            findings=f.findings("findings"),
-        )
-        if record.passed != all(x["ok"] for x in record.findings):
-            raise f.bad("'passed' contradicts its findings; the record was edited")
-    else:
-        record = SmokeRecord(
-            wheel=wheel,
-            sha256=sha256,
-            variant=variant,
-            policy_sha256=_required_sha(f, "policy_sha256"),
-            row=f.text("row"),
-            passed=f.flag("passed"),
-            executed=f.flag("executed"),
-            skipped_reason=f.opt_text("skipped_reason"),
-            libcudart=f.opt_text("libcudart"),
-            lines=f.texts("lines"),
-            check=f.data["check"],
-            at=f.text("at"),
-            evidence=f.mapping("evidence"),
-        )
-        if record.passed and any(line.startswith("✗") for line in record.lines):
-            raise f.bad("'passed' contradicts its lines; the record was edited")
-        if record.executed == (record.skipped_reason is not None):
-            raise f.bad("'executed' contradicts 'skipped_reason'; the record was edited")
-        contradiction = evidence_problem(record)
-        if contradiction is not None:
-            raise f.bad(f"{contradiction}; the record was edited")
-    assert isinstance(record, cls)
+    fields: dict[str, Any] = {field.name: _read_field(f, field) for field in dataclasses.fields(cls)}
+    record = cls(**fields)
+    problem = contradiction(record)
+    if problem is not None:
+        raise f.bad(f"{problem}; the record was edited")
     return record
 
 
@@ -396,6 +378,13 @@ def from_json(data: object, cls: type[R], where: str) -> R:
 def record_path(wheel: str | os.PathLike[str], kind: Kind) -> Path:
     p = Path(wheel)
     return p.with_name(f"{p.name}.{kind}.json")
+
+
+def companions(wheel: Path) -> list[Path]:
+    """Every file beside ``wheel`` that speaks of it: its records (``<wheel>.<kind>.json``) and
+    the pages made from them (the audit's ``<wheel>.audit.html``). They go when the wheel does."""
+    name = glob.escape(wheel.name)
+    return sorted({*wheel.parent.glob(f"{name}.*.json"), *wheel.parent.glob(f"{name}.*.html")})
 
 
 def write(wheel: Path, record: AnyRecord) -> Path:

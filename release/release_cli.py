@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from release.cli import add_probe_timeout, add_selection, rows_from_args
+from release.cli import add_backend, add_dist, add_probe_timeout, add_selection, rows_from_args
 from release.core import log
 from release.core.errors import InputError
 from release.core.machine import host_platform
@@ -42,13 +42,8 @@ def add_release_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401 - a
         help="release what this machine can build to the local rehearsal index",
     )
     p.add_argument("--target", help="a [target.NAME] (default with --rehearsal: rehearsal)")
-    p.add_argument("--dist", default="dist", help="where wheels go (default: %(default)s)")
-    p.add_argument(
-        "--backend",
-        choices=("auto", "host", "container"),
-        default="auto",
-        help="build backend (default: %(default)s)",
-    )
+    add_dist(p, "where wheels go")
+    add_backend(p)
     p.add_argument(
         "--allow-dirty", action="store_true", help="build from a working tree with uncommitted changes"
     )

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import json
 import os
 import re
@@ -27,7 +26,6 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from release.build.contract import RowContract
 from release.build.environment import (
     CUDA_SEARCH_PATHS,
     CUDA_TOOLS,
@@ -38,12 +36,14 @@ from release.build.environment import (
 )
 from release.build.frontend import MISSING_EXIT, MISSING_PREFIX
 from release.build.isolated import BuildSystem, EnvSpec, ensure_build_env, env_spec
+from release.build.job import RowJob
 from release.build.output import finish_wheel
 from release.build.plan import BuildPlan, Command
 from release.build.python import PythonInfo
 from release.build.toolchain import Toolchain
 from release.core import proc
 from release.core.errors import StepFailed
+from release.core.locks import exclusive
 from release.core.log import detail, say
 from release.core.pip import NO_PIP_CONFIG
 from release.policy.matrix import Row
@@ -56,20 +56,13 @@ COMMAND_TIMEOUT_S: dict[str, float | None] = {"build": None, "tools": REPAIR_TIM
 
 
 @dataclasses.dataclass(frozen=True)
-class HostJob:
-    """Everything one host build was decided to use."""
+class HostJob(RowJob):
+    """Everything one host build was decided to use: the row's job, and the host's tools."""
 
-    row: Row
-    base: Mapping[str, str]
-    project_name: str
-    project_dir: Path
-    cache_dir: Path
-    kernel_cache: Path
     toolchain: Toolchain | None
     python: PythonInfo
     system: BuildSystem
     env: EnvSpec
-    contract: RowContract
     src_dir: Path
     epoch: str | None
 
@@ -82,24 +75,13 @@ def source_dir(cache_dir: Path, project_name: str, variant: str) -> Path:
 @contextlib.contextmanager
 def source_slot(src: Path, row_id: str) -> Iterator[Path]:
     """Hold the stable source folder for one build (waiting for another build of it)."""
+
+    def waiting(holder: str) -> None:
+        say(row_id, f"waiting for {holder or 'another build'} to finish with {src}")
+
     lock = src.parent.with_name(src.parent.name + ".lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with lock.open("a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            holder = f.read().strip() or "another build"
-            say(row_id, f"waiting for {holder} to finish with {src}")
-            fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            f.seek(0)
-            f.truncate()
-            f.write(f"the build of row {row_id} (pid {os.getpid()})\n")
-            f.flush()
-            yield src
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with exclusive(lock, holder=f"the build of row {row_id}", waiting=waiting):
+        yield src
 
 
 def copy_project(project_dir: Path, dest: Path) -> None:
@@ -278,12 +260,4 @@ def build_host(job: HostJob, plan: BuildPlan, work: Path, patchelf: Path) -> Pat
     argv = [a.replace("{wheel}", built.name) for a in repair_cmd.argv]
     run_logged(row, repair_cmd, argv, tools_env, log, job.cache_dir)
     repaired = one_wheel(work / "repaired", row, "auditwheel repair")
-    return finish_wheel(
-        repaired,
-        row=row,
-        contract=job.contract,
-        project_name=job.project_name,
-        work=work,
-        patchelf=patchelf,
-        epoch=int(job.epoch) if job.epoch else None,
-    )
+    return finish_wheel(repaired, job, work=work, patchelf=patchelf, epoch=job.epoch)

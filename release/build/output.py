@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import glob
 import os
 import shutil
 from collections.abc import Mapping
@@ -15,7 +14,8 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from release import records
-from release.build.contract import RowContract, apply_contract
+from release.build.contract import apply_contract
+from release.build.job import RowJob
 from release.build.plan import Backend
 from release.core.errors import StepFailed
 from release.core.hashing import sha256_file
@@ -101,7 +101,8 @@ def move_into_dist(wheel: Path, dest_dir: Path, data: records.BuildRecord, row: 
     """Move a built wheel into ``dest_dir`` (``dist/<variant>/``) with its build record.
 
     The wheel is copied to a temporary name first, the row's previous wheel goes with every
-    record beside it (build, audit, smoke: an audit of the old wheel must never stand beside
+    record and page beside it (build, audit, smoke records and the audit's HTML page:
+    :func:`release.records.companions`; an audit of the old wheel must never stand beside
     the new one), then the copy is renamed into place and the record written atomically.
     On any failure nothing of this build is left in ``dest_dir``.
     """
@@ -112,7 +113,7 @@ def move_into_dist(wheel: Path, dest_dir: Path, data: records.BuildRecord, row: 
     try:
         shutil.copyfile(wheel, tmp_wheel)
         for old in {*records.wheels_for_row(dest_dir.parent, row), target}:
-            for stale in dest_dir.glob(f"{glob.escape(old.name)}.*.json"):
+            for stale in records.companions(old):
                 stale.unlink(missing_ok=True)
             if old != target:
                 old.unlink(missing_ok=True)
@@ -126,23 +127,18 @@ def move_into_dist(wheel: Path, dest_dir: Path, data: records.BuildRecord, row: 
     return BuiltWheel(row.id, target, record, data)
 
 
-def finish_wheel(
-    wheel: Path,
-    *,
-    row: Row,
-    contract: RowContract,
-    project_name: str,
-    work: Path,
-    patchelf: Path,
-    epoch: int | None,
-) -> Path:
+def finish_wheel(wheel: Path, job: RowJob, *, work: Path, patchelf: Path, epoch: str | None) -> Path:
     """The row's contract applied to the repaired wheel, then its name checked; the wheel to
-    record and move into dist/ (``wheel`` itself when it already satisfied the contract)."""
+    record and move into dist/ (``wheel`` itself when it already satisfied the contract).
+    ``epoch``: SOURCE_DATE_EPOCH, for the rewritten wheel's timestamps. Both backends end here."""
+    row = job.row
     say(row.id, f"applying the row's contract to {wheel.name}")
-    fixed, fix = apply_contract(wheel, contract, work=work, patchelf=patchelf, epoch=epoch)
+    fixed, fix = apply_contract(
+        wheel, job.contract, work=work, patchelf=patchelf, epoch=int(epoch) if epoch else None
+    )
     for note in fix.notes:
         say(row.id, f"contract: {note}")
     if not fix.needed:
         say(row.id, "contract: the wheel already satisfies it (kept byte for byte)")
-    check_wheel_name(row, fixed.name, project_name)
+    check_wheel_name(row, fixed.name, job.project_name)
     return fixed

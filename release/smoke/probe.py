@@ -37,6 +37,13 @@ def project_traceback(exc):
 def call(spec):
     mod, _, fn = spec.partition(":")
     return getattr(importlib.import_module(mod), fn)()
+def attempt(key, verb, spec):  # out[key]: what spec returned, else key_error and key_traceback
+    phase(verb + " " + spec)
+    try:
+        out[key] = call(spec)
+    except BaseException as exc:
+        out[key + "_error"] = error(exc)
+        out[key + "_traceback"] = project_traceback(exc)
 def maps():
     found = set()
     with open("/proc/self/maps") as f:
@@ -102,19 +109,9 @@ if libraries:
 out["no_check"] = not check
 out["run_check"] = bool(check) and (bool(gpu) or variant == "cpu")
 if out["run_check"]:
-    phase("run " + check)
-    try:
-        out["check"] = call(check)
-    except BaseException as exc:
-        out["check_error"] = error(exc)
-        out["check_traceback"] = project_traceback(exc)
+    attempt("check", "run", check)
 if sdk:
-    phase("call " + sdk)
-    try:
-        out["sdk"] = call(sdk)
-    except BaseException as exc:
-        out["sdk_error"] = error(exc)
-        out["sdk_traceback"] = project_traceback(exc)
+    attempt("sdk", "call", sdk)
 out["loaded"] = maps()
 phase("report")
 print(json.dumps(out, default=str))

@@ -20,7 +20,6 @@ import dataclasses
 import importlib.metadata
 import importlib.util
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -36,6 +35,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from release import records
 from release.core import log
+from release.core.durations import seconds
 from release.core.errors import InputError, StepFailed
 from release.core.hashing import sha256_file
 from release.core.pip import NO_PIP_CONFIG
@@ -78,19 +78,11 @@ class Timeouts:
 def probe_timeout(flag: float | None, env: Mapping[str, str]) -> float:
     """The probe's timeout: the command-line flag, else ``WHEELWRIGHT_SMOKE_TIMEOUT``, else 600 s."""
     if flag is not None:
-        value, what = flag, f"--probe-timeout {flag:g}"
-    else:
-        raw = env.get(PROBE_TIMEOUT_VAR, "").strip()
-        if not raw:
-            return DEFAULT_PROBE_TIMEOUT_S
-        try:
-            value = float(raw)
-        except ValueError:
-            value = math.nan
-        what = f"{PROBE_TIMEOUT_VAR}={raw!r}"
-    if not 0 < value < math.inf:
-        raise InputError(f"{what}: give a positive, finite number of seconds")
-    return value
+        return seconds(repr(flag), f"--probe-timeout {flag:g}", zero_ok=False)
+    raw = env.get(PROBE_TIMEOUT_VAR, "").strip()
+    if not raw:
+        return DEFAULT_PROBE_TIMEOUT_S
+    return seconds(raw, f"{PROBE_TIMEOUT_VAR}={raw!r}", zero_ok=False)
 
 
 def _step(

@@ -193,6 +193,45 @@ def test_the_reader_refuses_malformed_and_edited_smoke_records(
     assert expected in message and f"{CU130}.smoke.json" in message and "run the smoke step again" in message
 
 
+@pytest.mark.parametrize(
+    ("kind", "make", "edit", "expected"),
+    [
+        ("build", build_record, {"toolchain": "nvcc"}, "'toolchain' is 'nvcc'"),
+        ("build", build_record, {"torch_cuda_arch_list": 8.0}, "'torch_cuda_arch_list' is 8.0"),
+        ("build", build_record, {"policy_sha256": None}, "'policy_sha256' is None"),
+        ("build", build_record, {"built_at": None}, "'built_at' is None"),
+        ("audit", audit_record, {"policy_sha256": "abc"}, "'policy_sha256' is not a sha256"),
+        ("audit", audit_record, {"findings": [{"check": "x"}]}, "findings[0] is not a finding"),
+        ("audit", audit_record, {"passed": False}, "'passed' contradicts its findings"),
+        ("smoke", smoke_record, {"evidence": []}, "'evidence' is []"),
+    ],
+)
+def test_every_field_is_read_by_its_declared_type(
+    tmp_path: Path, kind: records.Kind, make: Any, edit: dict[str, Any], expected: str
+) -> None:
+    wheel = _wheel(tmp_path)
+    record = make(wheel)
+    good = json.loads(json.dumps(records.to_json(record)))
+    assert records.from_json(good, type(record), "x") == record
+    _raw(wheel, kind, {**good, **edit})
+    with pytest.raises(InputError) as info:
+        records.read(wheel, type(record))
+    assert expected in str(info.value) and f"{CU130}.{kind}.json" in str(info.value)
+
+
+def test_an_audit_record_may_name_no_policy_or_row(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path)
+    record = audit_record(wheel, policy_sha256=None, row=None)
+    data = json.loads(json.dumps(records.to_json(record)))
+    assert records.from_json(data, records.AuditRecord, "x") == record
+
+
+def test_every_record_field_has_a_reader() -> None:
+    for cls in (records.BuildRecord, records.AuditRecord, records.SmokeRecord):
+        for field in dataclasses.fields(cls):
+            assert field.name in records._SHA_FIELDS or str(field.type) in records._READERS, (cls, field)
+
+
 def _probe(gpu: bool) -> dict[str, Any]:
     site = "/v/lib/python3.12/site-packages"
     return {"python": "3.12", "site": site, "import": "ok", "loaded": [f"{site}/nvidia/cu13/lib/libcudart.so.13"],
