@@ -2,7 +2,7 @@
 ``python -m release smoke --unaudited --wheel W --policy P`` for each case of
 tests/fixtures/wheels/gpu/gpu.json (several wheels are built to fail their audit, hence
 ``--unaudited``: no audit record needed, none written). Prints what the audit predicted beside
-what the GPU did, and writes $OUT/gpu_cases.json.
+what the GPU did, and writes $OUT/gpu_cases.json when $OUT is set.
 
 Run on a GPU machine with no network, from the repository root:
 ``python scripts/gpu_truth_cases.py --wheelhouse .gpu/wheelhouse`` (the wheelhouse holds the
@@ -69,8 +69,8 @@ def main() -> int:
                 "stderr": done.stderr[-4000:],
             }
         )
-    out = Path(os.environ.get("OUT", ".")) / "gpu_cases.json"
-    out.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    if os.environ.get("OUT"):  # the device tool's folder that comes back
+        (Path(os.environ["OUT"]) / "gpu_cases.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
     total = sum(r["verdict"] == "MATCH" for r in results)
     print(f"{total}/{len(results)} predictions matched")
     return 0 if total == len(results) else 1
