@@ -38,9 +38,10 @@ or library path into a CUDA toolkit (:func:`hide_cuda`, decided from facts the c
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -352,15 +353,27 @@ def _cibw_environment(changes: BuildEnv) -> str:
     return " ".join(parts)
 
 
-def cibuildwheel_config(row: Row, *, project_name: str | None = None) -> dict[str, str]:
+# where the container's build reads the merged build constraints (written by before-build)
+CONTAINER_CONSTRAINTS = "/tmp/wheelwright-build-constraints.txt"  # noqa: S108 - inside the throwaway container, as cibuildwheel's /tmp/cibuildwheel
+
+
+def cibuildwheel_config(
+    row: Row, *, project_name: str | None = None, constraints: Sequence[str] = ()
+) -> dict[str, str]:
     """cibuildwheel's options (as CIBW_* variables) that build exactly this row.
 
     The image is the row's builder image; a CPU row's ``default`` leaves cibuildwheel's
     own pinned manylinux image. A CUDA row first checks that the image's nvcc is the
     row's train. Tests are skipped here: the smoke step installs and runs the wheel.
+    ``constraints``: the merged build constraints lines (wheelwright's, the project's, the
+    train's: what a host build's isolated environment is made under); before-build writes them
+    into the container and ``PIP_CONSTRAINT`` makes ``python -m build``'s isolated environment
+    honour them, so both backends resolve the same build requirements.
     """
     arch = row.platform
     changes = container_env_changes(row, project_name=project_name)
+    if constraints:
+        changes = dataclasses.replace(changes, set={**changes.set, "PIP_CONSTRAINT": CONTAINER_CONSTRAINTS})
     config: dict[str, str] = {
         "CIBW_BUILD": row.cibw_identifier,
         "CIBW_ARCHS_LINUX": arch,
@@ -377,6 +390,9 @@ def cibuildwheel_config(row: Row, *, project_name: str | None = None) -> dict[st
     }
     if row.builder_image != CPU_IMAGE:
         config[f"CIBW_MANYLINUX_{arch.upper()}_IMAGE"] = row.builder_image
+    if constraints:
+        lines = " ".join(shlex.quote(line) for line in constraints)
+        config["CIBW_BEFORE_BUILD_LINUX"] = f"printf '%s\\n' {lines} > {CONTAINER_CONSTRAINTS}"
     if row.is_cuda:
         nvcc = CONTAINER_CUDA_HOME / "bin" / "nvcc"
         config["CIBW_BEFORE_ALL_LINUX"] = (

@@ -137,6 +137,7 @@ def build_plan(
     prepare: Sequence[str] = (),
     notes: Sequence[str] = (),
     contract: Sequence[str] = (),
+    constraints: Sequence[str] = (),
 ) -> BuildPlan:
     """The plan of one row's build. ``work_dir`` is the temporary folder it builds in;
     a host build compiles in ``src_dir`` with the isolated environment's ``build_python``
@@ -151,7 +152,7 @@ def build_plan(
     )
     tc_text = "none (CPU row)" if toolchain is None else toolchain.describe()
     if backend == "container":
-        config = cibuildwheel_config(row, project_name=project_name)
+        config = cibuildwheel_config(row, project_name=project_name, constraints=constraints)
         if engine:
             config = dict(sorted({**config, "CIBW_CONTAINER_ENGINE": engine}.items()))
         argv = (

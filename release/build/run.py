@@ -49,6 +49,7 @@ from release.build.engine import BackendChoice, decide_backend
 from release.build.host import HostJob, build_host, one_wheel, source_dir
 from release.build.isolated import (
     BuildSystem,
+    Constraints,
     EnvSpec,
     base_constraints,
     ensure_build_env,
@@ -105,6 +106,8 @@ class _Setup(RowJob):
     system: BuildSystem | None = None  # host builds
     env: EnvSpec | None = None  # host builds: the isolated build environment
     prepare: tuple[str, ...] = ()
+    # wheelwright's build constraints, then the policy's, then the caller's: both backends build under them
+    constraints: Constraints | None = None
 
 
 class BuildOptions(TypedDict):
@@ -170,6 +173,9 @@ def _setup(
         contract=row_contract(row, policy.dependencies),
     )
 
+    # wheelwright's pins, then the policy's (project.build_constraints, then the train's), then the caller's
+    pins = read_constraints([base_constraints(), *policy.build_constraints(row.train), *constraints])
+    setup = dataclasses.replace(setup, constraints=pins)
     decision = decide_backend(backend, row, project_dir=project_dir, env=base)
     notes = (decision.reason,) if decision.reason else ()
     if decision.backend == "container":
@@ -183,9 +189,7 @@ def _setup(
     toolchain = resolve_toolchain(row, env=base, cache_dir=cache_dir, install=install)
     python = find_python(row.python, env=base)
     system = read_build_system(project_dir)
-    # wheelwright's pins, then the policy's (project.build_constraints, then the train's), then the caller's
-    files = [base_constraints(), *policy.build_constraints(row.train), *constraints]
-    spec = env_spec(python, system.requires, read_constraints(files), cache_dir)
+    spec = env_spec(python, system.requires, pins, cache_dir)
     prepare: list[str] = []
     if toolchain is not None and not toolchain.installed:
         prepare.append(f"install {', '.join(row.pypi_toolchain)} into {toolchain.cuda_home.parent.parent}")
@@ -229,6 +233,7 @@ def _plan(s: _Setup, work: Path) -> BuildPlan:
         prepare=s.prepare,
         notes=s.notes,
         contract=s.contract.describe(),
+        constraints=tuple(c.text for c in s.constraints.lines) if s.constraints else (),
     )
 
 

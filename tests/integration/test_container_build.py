@@ -204,3 +204,29 @@ def test_a_row_whose_image_has_another_cuda_stops_before_compiling(
     assert f"wheelwright: {image.tag} has no CUDA 13.2 nvcc at /usr/local/cuda/bin/nvcc" in out.out + out.err
     assert "Building wheel..." not in out.out + out.err
     assert not (tmp_path / "dist").exists() or not any((tmp_path / "dist").rglob("*"))
+
+
+def test_the_policys_build_constraints_reach_the_container_build(
+    tmp_path: Path, image: mbi.Image, python: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """project.build_constraints reach cibuildwheel's isolated build environment, as they reach the
+    host's: a pin that contradicts tinyaxpy's own ``setuptools==84.2.1`` must stop the container
+    build at resolving its build requirements (the passing build above is the must-pass side)."""
+    row_id = f"cu130-py{python.replace('.', '')}-x86_64"
+    policy = standin_policy(tmp_path, image)
+    (tmp_path / "pins.txt").write_text("setuptools==80.9.0\n", encoding="utf-8")
+    text = policy.read_text(encoding="utf-8")
+    policy.write_text(
+        text.replace("[matrix]", 'build_constraints = ["pins.txt"]\n\n[matrix]', 1), encoding="utf-8"
+    )
+    plan = plan_row(_row(policy, row_id), **_tinyaxpy(policy, tmp_path / "dist"))
+    assert " setuptools==80.9.0 " in plan.cibuildwheel["CIBW_BEFORE_BUILD_LINUX"]
+    assert (
+        "PIP_CONSTRAINT=/tmp/wheelwright-build-constraints.txt" in plan.cibuildwheel["CIBW_ENVIRONMENT_LINUX"]
+    )
+    with pytest.raises(StepFailed, match=f"row {row_id}: the container build failed"):
+        build_row(_row(policy, row_id), **_tinyaxpy(policy, tmp_path / "dist"))
+    out = capfd.readouterr()
+    said = out.out + out.err
+    assert "setuptools==84.2.1" in said and "setuptools==80.9.0" in said, said[-3000:]
+    assert not (tmp_path / "dist").exists() or not any((tmp_path / "dist").rglob("*.whl"))
