@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def python_m(
     *argv: str,
@@ -30,6 +32,12 @@ def python_m(
         check=check,
         timeout=timeout,
     )
+
+
+def repo_env() -> dict[str, str]:
+    """This process's environment with this checkout on PYTHONPATH: a child run from another
+    folder (a user's project) still imports this checkout's ``release``."""
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def assert_process_ends(pid: int, what: str, within_s: float = 5.0) -> None:

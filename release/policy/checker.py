@@ -82,6 +82,17 @@ class Checker:
                 raise self.fail(join(where, key), f"missing required key {key!r}")
         return value
 
+    def entries(
+        self, value: object, key: str, required: tuple[str, ...], optional: tuple[str, ...]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """An array of tables (``[[key]]``): (where, table) for each entry, each checked by :meth:`table`."""
+        if not isinstance(value, list):
+            raise self.fail(key, f"expected [[{key}]] entries, got {kind(value)}")
+        return [
+            (f"{key}[{i}]", self.table(item, f"{key}[{i}]", required, optional))
+            for i, item in enumerate(value)
+        ]
+
     def string(self, value: object, where: str, *, nonempty: bool = True) -> str:
         if not isinstance(value, str):
             raise self.fail(where, f"expected a string, got {kind(value)} {brief(value)}")

@@ -186,12 +186,8 @@ def _members(
 def _dependencies(
     c: Checker, value: object, platforms: tuple[str, ...], variants: tuple[str, ...]
 ) -> tuple[Dependency, ...]:
-    if not isinstance(value, list):
-        raise c.fail("dependency", f"expected [[dependency]] entries, got {kind(value)}")
     out: list[Dependency] = []
-    for i, item in enumerate(value):
-        where = f"dependency[{i}]"
-        t = c.table(item, where, *SCHEMA["dependency"])
+    for where, t in c.entries(value, "dependency", *SCHEMA["dependency"]):
         package = c.string(t["package"], f"{where}.package")
         problem = name_problem(package)
         if problem:
@@ -323,12 +319,8 @@ def _entry_point(c: Checker, value: object, where: str) -> str:
 
 
 def _exclusions(c: Checker, value: object) -> tuple[Exclusion, ...]:
-    if not isinstance(value, list):
-        raise c.fail("exclude", f"expected [[exclude]] entries, got {kind(value)}")
     out: list[Exclusion] = []
-    for i, item in enumerate(value):
-        where = f"exclude[{i}]"
-        t = c.table(item, where, *SCHEMA["exclude"])
+    for where, t in c.entries(value, "exclude", *SCHEMA["exclude"]):
         kinds = [k for k in ("python", "platform") if k in t]
         if len(kinds) != 1:
             raise c.fail(

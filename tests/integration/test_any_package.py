@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import email.parser
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+from helpers_proc import python_m, repo_env
 
 from release.audit.elf import read_elf
 
@@ -55,20 +54,14 @@ def only_project_changed(folder: Path) -> Path:
     policy = folder / "rows.toml"
     policy.write_text(text[:start] + PROJECT + text[end:], encoding="utf-8")
     before, after = tomllib.loads(text), tomllib.loads(policy.read_text(encoding="utf-8"))
-    assert {k: v for k, v in before.items() if k != "project"} == {k: v for k, v in after.items() if k != "project"}
+    assert {k: v for k, v in before.items() if k != "project"} == {
+        k: v for k, v in after.items() if k != "project"
+    }
     return policy
 
 
 def step(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "release", *args],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=1800,
-    )
+    return python_m("release", *args, cwd=cwd, env=repo_env(), timeout=1800)
 
 
 def test_a_py3_none_package_builds_audits_and_smokes_with_only_its_project_table(tmp_path: Path) -> None:
@@ -112,7 +105,9 @@ def test_a_smoke_run_failing_on_one_python_fails_the_row(tmp_path: Path) -> None
     policy = only_project_changed(tmp_path)
     init = tmp_path / "lazysaxpy" / "src" / "lazysaxpy" / "__init__.py"
     future = "from __future__ import annotations\n"
-    broken = future + "import sys\nif sys.version_info[:2] == (3, 11):\n    raise ImportError('no 3.11 here')\n"
+    broken = (
+        future + "import sys\nif sys.version_info[:2] == (3, 11):\n    raise ImportError('no 3.11 here')\n"
+    )
     text = init.read_text(encoding="utf-8")
     assert future in text
     init.write_text(text.replace(future, broken, 1), encoding="utf-8")

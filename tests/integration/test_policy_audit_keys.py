@@ -24,39 +24,23 @@ EMBEDDED = "fx_embedded-1.0.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"  # an
 
 
 def policy(
-    folder: Path, name: str, train: str, archs: str, *, train_keys: str = "", matrix_keys: str = ""
+    folder: Path, case: str, *, rename: str = "", archs: str = "", add: tuple[str, str] = ("", "")
 ) -> Path:
-    variant = "cu" + train.replace(".", "")
+    """A GPU truth case's policy (tests/fixtures/wheels/gpu/), the project renamed, the arch list
+    replaced and one line added after the line ``add[0]`` where asked: only the key under test differs."""
+    text = (WHEELS / "gpu" / case).read_text(encoding="utf-8")
+    if rename:
+        old = text.split('name = "', 1)[1].split('"', 1)[0]
+        text = text.replace(old, rename)
+    if archs:
+        line = next(ln for ln in text.splitlines() if ln.startswith("gpu_archs.x86_64"))
+        text = text.replace(line, f"gpu_archs.x86_64 = {archs}")
+    after, line = add
+    if line:
+        assert after in text
+        text = text.replace(after, f"{after}\n{line}", 1)
     path = folder / "rows.toml"
-    path.write_text(
-        f"""schema_version = 1
-[project]
-name = "{name}"
-path = "."
-import_name = "{name}"
-
-[matrix]
-platforms = ["x86_64"]
-pythons = ["3.12"]
-trains = ["{train}"]
-cpu_wheel = "disable"
-manylinux = "manylinux_2_28"
-{matrix_keys}
-
-[train."{train}"]
-variant = "{variant}"
-builder_image = {{ x86_64 = "host" }}
-gpu_archs.x86_64 = {archs}
-{train_keys}
-
-[[train."{train}".cuda_packages]]
-name = "nvidia-cuda-runtime"
-also_accepted = ["cuda-toolkit[cudart]"]
-libraries = ["libcudart.so.13"]
-installs_to = "nvidia/cu13/lib"
-""",
-        encoding="utf-8",
-    )
+    path.write_text(text, encoding="utf-8")
     return path
 
 
@@ -88,7 +72,7 @@ def _failing(report: dict[str, object]) -> list[dict[str, object]]:
 def test_oldest_driver_fails_ptx_that_driver_cannot_jit(
     tmp_path: Path, oldest_driver: str, exit_code: int
 ) -> None:
-    policy(tmp_path, "gx_ptx132", "13.2", '["8.0+PTX"]', train_keys=oldest_driver)
+    policy(tmp_path, "f_gx_ptx132.toml", add=('variant = "cu132"', oldest_driver))
     code, report, stderr = audit(tmp_path, PTX132)
     assert code == exit_code, (report, stderr)
     failing = _failing(report)
@@ -106,7 +90,10 @@ def test_oldest_driver_fails_ptx_that_driver_cannot_jit(
     [("", 1), ('embedded_device_code = "reject"', 1), ('embedded_device_code = "allow"', 0)],
 )
 def test_embedded_device_code_follows_the_policy(tmp_path: Path, key: str, exit_code: int) -> None:
-    policy(tmp_path, "fx_embedded", "13.0", '["8.0", "9.0+PTX"]', matrix_keys=key)
+    policy(
+        tmp_path, "a_gx_native_cu130.toml", rename="fx_embedded", archs='["8.0", "9.0+PTX"]',
+        add=('extra_variants = "reject"', key),
+    )  # fmt: skip
     code, report, stderr = audit(tmp_path, EMBEDDED)
     assert code == exit_code, (report, stderr)
     failing = _failing(report)

@@ -6,13 +6,12 @@ fails (1); and no smoke record is ever written by it."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from helpers_proc import python_m, repo_env
 
 pytestmark = [pytest.mark.integration]
 
@@ -21,14 +20,8 @@ ROW = "cpu-py312-x86_64"
 
 
 def release(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "release", *args, "--policy", str(ROOT / "rows.toml")],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=900,
+    return python_m(
+        "release", *args, "--policy", str(ROOT / "rows.toml"), cwd=cwd, env=repo_env(), timeout=900
     )
 
 
