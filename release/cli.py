@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,20 @@ def add_selection(p: argparse.ArgumentParser) -> None:
         help='JSON {"version": 1, "identifiers": [cibuildwheel ids], "images": [builder images]}; '
         "fails naming every advertised row not offered",
     )
+
+
+def row_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    func: Callable[[argparse.Namespace], int],
+    help: str,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """A subcommand over selected rows: its parser, the row selection options, its function."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    add_selection(p)
+    p.set_defaults(func=func)
+    return p
 
 
 def add_dist(p: argparse.ArgumentParser, what: str = "where built wheels are") -> None:
@@ -305,27 +319,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser(
-        "plan", help="show the rows the policy expands to", description="Show the rows rows.toml expands to."
+    p = row_command(
+        sub,
+        "plan",
+        cmd_plan,
+        help="show the rows the policy expands to",
+        description="Show the rows rows.toml expands to.",
     )
-    add_selection(p)
     p.add_argument("--json", action="store_true", help=f"versioned JSON (version {PLAN_JSON_VERSION})")
-    p.set_defaults(func=cmd_plan)
 
-    p = sub.add_parser("matrix", help="GitHub Actions matrix JSON for the selected rows")
-    add_selection(p)
+    p = row_command(sub, "matrix", cmd_matrix, help="GitHub Actions matrix JSON for the selected rows")
     p.add_argument("--output", metavar="FILE", help="write the JSON here instead of stdout")
-    p.set_defaults(func=cmd_matrix)
 
-    p = sub.add_parser(
+    p = row_command(
+        sub,
         "smoke",
+        cmd_smoke,
         help="install each row's wheel in a fresh venv, import it, run its check",
         description="Install the row's wheel (and its dependencies) in a fresh venv of the row's Python "
         "with this machine's pip configuration ignored, import it, prove which libcudart was loaded, "
         "and run the project's check computation on the GPU (skipped, and said so, when there is none). "
         "The wheel needs its passing audit record, bound to its sha256, row and policy (exit 1 without).",
     )
-    add_selection(p)
     add_dist(p)
     p.add_argument(
         "--wheel",
@@ -349,10 +364,11 @@ def build_parser() -> argparse.ArgumentParser:
         "a publish",
     )
     add_probe_timeout(p)
-    p.set_defaults(func=cmd_smoke)
 
-    p = sub.add_parser(
+    p = row_command(
+        sub,
         "publish",
+        cmd_publish,
         help="upload audited wheels to a target's per-variant indexes",
         description="Upload the selected rows' wheels from dist/ to the target's indexes. Only wheels whose "
         "passing audit and smoke records match their sha256, row and the current policy are uploaded; "
@@ -360,29 +376,29 @@ def build_parser() -> argparse.ArgumentParser:
         "non-rehearsal target takes only the whole release (a selection is exit 2). Files already on the index with the same "
         "sha256 are skipped, so an interrupted publish completes when run again.",
     )
-    add_selection(p)
     p.add_argument(
         "--target", default="rehearsal", help="a [target.NAME] of the policy (default: %(default)s)"
     )
     add_dist(p)
     p.add_argument("--check-only", action="store_true", help="run every guard, upload nothing")
-    p.set_defaults(func=cmd_publish)
 
     from release.release_cli import add_release_parser
 
     add_release_parser(sub)
 
-    p = sub.add_parser(
+    p = row_command(
+        sub,
         "channels",
+        cmd_channels,
         help="check that every [[dependency]] channel publishes for the selected rows",
         description="Ask each dependency's channel (simple index) which wheels it publishes, and fail "
         "naming every dependency a row would take from a channel with nothing for its arch.",
     )
-    add_selection(p)
-    p.set_defaults(func=cmd_channels)
 
-    p = sub.add_parser(
+    p = row_command(
+        sub,
         "build",
+        cmd_build,
         help="build the selected rows' wheels into dist/<variant>/",
         description="Build each selected row exactly as its row says: the row's Python, a CUDA toolchain of "
         "the row's exact version, TORCH_CUDA_ARCH_LIST and CMAKE_CUDA_ARCHITECTURES from the row, then "
@@ -390,7 +406,6 @@ def build_parser() -> argparse.ArgumentParser:
         "manylinux CUDA image (CI); host builds here with the same environment and repair. A failed build "
         "leaves nothing in dist/.",
     )
-    add_selection(p)
     add_dist(p, "where wheels go")
     add_backend(p, "auto: a container engine if one works, else the host")
     p.add_argument(
@@ -398,7 +413,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the build plan (environment, commands) and build nothing",
     )
-    p.set_defaults(func=cmd_build)
 
     from release.audit.cli import add_audit_parser
     from release.publish.verify import add_verify_parser
