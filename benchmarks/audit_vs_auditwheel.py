@@ -2,7 +2,7 @@
 
     python benchmarks/audit_vs_auditwheel.py [--repeat 3] [--only KEY ...] [--out benchmarks/results/audit_vs_auditwheel.json]
 
-The corpus is tests/integration/test_audit_corpus.py's: eight third-party CUDA wheels pinned by
+The corpus is tests/integration/test_audit_corpus.py's (its CORPUS, imported): eight third-party CUDA wheels pinned by
 name and sha256 in tests/real_wheels.py (fetched into the cache on first use). Per wheel and
 round, each in a fresh child process, alternating, after ``sync`` and a 2 s pause:
 
@@ -32,17 +32,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = (
-    "torchvision",
-    "nvidia_cufile",
-    "nvidia_curand",
-    "nvidia_nvshmem_cu13",
-    "nvidia_nccl_cu13",
-    "nvidia_cusparse",
-    "nvidia_cufft",
-    "nvidia_cudnn_cu13",
-)
-
 _AUDIT = """
 import sys
 from release.audit.claim import claim_expectation
@@ -86,8 +75,11 @@ def main() -> int:
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "audit_vs_auditwheel.json"
     )
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
     from real_wheels import BY_KEY, fetch
+    from test_audit_corpus import CORPUS  # the one list of corpus wheels
+
+    from release.audit.inflate import INFLATER
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
@@ -144,6 +136,7 @@ def main() -> int:
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
             "python": platform.python_version(),
+            "audit_inflater": getattr(INFLATER, "__name__", str(INFLATER)),
         },
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "repeat": args.repeat,

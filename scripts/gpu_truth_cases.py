@@ -70,7 +70,9 @@ def main() -> int:
             }
         )
     if os.environ.get("OUT"):  # the device tool's folder that comes back
-        (Path(os.environ["OUT"]) / "gpu_cases.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+        (Path(os.environ["OUT"]) / "gpu_cases.json").write_text(
+            json.dumps(results, indent=1), encoding="utf-8"
+        )
     total = sum(r["verdict"] == "MATCH" for r in results)
     print(f"{total}/{len(results)} predictions matched")
     return 0 if total == len(results) else 1

@@ -32,53 +32,54 @@ a note.
 
 from __future__ import annotations
 
-import functools
-import os
 import posixpath
 import re
+import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.audit.limits import GIB, MIB, Ran, Sandbox, first_few, run_limited
-from release.audit.model import Contents, Expectation, Finding, Library, fail, ok
-from release.core import proc
+from release.audit.cpp_tools import (
+    COMPILE,
+    LINK,
+    PREPROCESS,
+    Sdk,
+    compile_consumer,
+    declares_something,
+    link_consumer,
+    messages,
+    outside_files,
+    system_include_dirs,
+)
+from release.audit.limits import Ran, Sandbox, first_few
+from release.audit.model import Contents, Expectation, Finding, Member, fail, ok
+
+__all__ = [
+    "PREPROCESS",
+    "Prepared",
+    "Sdk",
+    "check",
+    "declares_something",
+    "escaping_includes",
+    "find_sdks",
+    "finish",
+    "materialize",
+    "messages",
+    "outside_files",
+    "prepare",
+    "sdk_headers",
+    "system_include_dirs",
+]
 
 CHECK = "cpp_consumer"
 HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".hxx")  # top-level SDK headers
 ET_DYN = 3
-_AUX_LINE = re.compile(r"^/\* (?P<file>.+):(?P<line>\d+):(?P<flags>[A-Z]{2}) \*/ (?P<decl>.*)$")
-_NAME = re.compile(r"([A-Za-z_]\w*) \(")
-_C_KEYWORDS = frozenset(
-    {"void", "int", "char", "long", "short", "float", "double", "unsigned", "signed", "const"}
-)
-# Diagnostics as plain lines: no source line quoted (it could be a file of the auditing machine).
-_QUIET = ["-fdiagnostics-plain-output", "-fno-diagnostics-show-caret", "-fdiagnostics-color=never"]
-PREPROCESS = Sandbox(cpu_seconds=120, memory_bytes=2 * GIB, file_bytes=1 * GIB, output_chars=16 * MIB)
-COMPILE = Sandbox(cpu_seconds=300, memory_bytes=4 * GIB, file_bytes=256 * MIB)
-LINK = Sandbox(cpu_seconds=300, memory_bytes=8 * GIB, file_bytes=1 * GIB)
-MESSAGE_LINES = 12
-AUX_BYTES = 64 * MIB  # the declarations gcc lists (system headers' included) read back
-
-
-@dataclass(frozen=True)
-class Sdk:
-    include_dir: str  # wheel-relative, e.g. "tinyaxpy/include"
-    headers: tuple[str, ...]  # file names directly in include_dir
-    libraries: tuple[Library, ...]
 
 
 def find_sdks(contents: Contents) -> list[Sdk]:
-    headers: dict[str, list[str]] = {}
-    for member in contents.wheel.files:
-        if not member.read or not member.name.endswith(HEADER_SUFFIXES):
-            continue
-        directory, name = posixpath.split(member.name)
-        if posixpath.basename(directory) == "include":
-            headers.setdefault(directory, []).append(name)
     out = []
-    for include_dir, names in sorted(headers.items()):
+    for include_dir, names in sdk_headers(contents.wheel.files).items():
         parent = posixpath.dirname(include_dir)
         lib_dirs = {posixpath.join(parent, "lib"), posixpath.join(parent, "lib64")}
         libs = tuple(
@@ -90,7 +91,7 @@ def find_sdks(contents: Contents) -> list[Sdk]:
             and posixpath.dirname(lib.path) in lib_dirs
         )
         if libs:
-            out.append(Sdk(include_dir, tuple(sorted(names)), libs))
+            out.append(Sdk(include_dir, names, libs))
     return out
 
 
@@ -123,15 +124,17 @@ def _includes(text: bytes) -> list[tuple[bytes, str]]:
     return out
 
 
-def materialize(sdk: Sdk, contents: Contents, out: Path) -> dict[str, bytes]:
+def materialize(
+    include_dir: str, headers: tuple[str, ...], files: Iterable[Member], out: Path
+) -> dict[str, bytes]:
     """Write the SDK headers a program including the top-level ones can reach into ``out``.
 
     The include closure is followed through ``#include`` lines (a superset: both
     branches of every ``#if``); a computed ``#include MACRO`` makes it write the whole
     include directory. Returns what was written, by path relative to the include directory.
     """
-    prefix = sdk.include_dir + "/" if sdk.include_dir else ""
-    members = {m.name: m for m in contents.wheel.files if m.read and m.name.startswith(prefix)}
+    prefix = include_dir + "/" if include_dir else ""
+    members = {m.name: m for m in files if m.kind == "file" and m.read and m.name.startswith(prefix)}
 
     def data(name: str) -> bytes:
         member = members[name]
@@ -140,7 +143,7 @@ def materialize(sdk: Sdk, contents: Contents, out: Path) -> dict[str, bytes]:
         assert member.path is not None
         return member.path.read_bytes()
 
-    todo = [prefix + h for h in sdk.headers]
+    todo = [prefix + h for h in headers]
     seen: set[str] = set()
     while todo:
         name = todo.pop()
@@ -185,190 +188,6 @@ def escaping_includes(files: Mapping[str, bytes]) -> list[tuple[str, str, str]]:
     return out
 
 
-@functools.cache
-def system_include_dirs(compiler: str, language: str) -> tuple[str, ...]:
-    """The compiler's own include directories (``-v``), in the sandbox's clean environment."""
-    with tempfile.TemporaryDirectory(prefix="wheelwright-cpp-") as scratch:
-        empty = Path(scratch) / f"empty.{'c' if language == 'c' else 'cpp'}"
-        empty.write_text("", encoding="utf-8")
-        ran = run_limited(
-            [compiler, "-x", language, "-E", "-v", empty], cwd=Path(scratch), sandbox=PREPROCESS
-        )
-    lines = ran.stderr.splitlines()
-    try:
-        start = lines.index("#include <...> search starts here:") + 1
-        end = lines.index("End of search list.")
-    except ValueError:
-        return ()
-    return tuple(os.path.normpath(line.strip()) for line in lines[start:end])
-
-
-def outside_files(stderr: str, allowed: tuple[str, ...], cwd: Path) -> list[str]:
-    """Files the preprocessor opened (its ``-H`` lines) that lie outside every ``allowed`` directory."""
-    roots = {os.path.normpath(a) for a in allowed} | {os.path.realpath(a) for a in allowed}
-    out = []
-    for line in stderr.splitlines():
-        m = re.match(r"^\.+ (.+)$", line)
-        if m is None:
-            continue
-        path = os.path.join(cwd, m[1])
-        candidates = (os.path.normpath(path), os.path.realpath(path))
-        if not any(c.startswith(root + os.sep) for c in candidates for root in roots):
-            out.append(m[1])
-    return out
-
-
-def messages(text: str, sdk: Sdk, root: Path, scratch: Path, lines: int = MESSAGE_LINES) -> str:
-    """The compiler's or linker's messages about the wheel's own files, with paths made wheel-relative;
-    every other line (a system header, a file of the auditing machine) is counted, never shown."""
-    include = str(scratch / "include") + "/"
-    text = text.replace(include, f"{sdk.include_dir}/" if sdk.include_dir else "")
-    text = text.replace(str(root) + "/", "").replace(str(scratch) + "/", "")
-    text = text.split("\nMultiple include guards may be useful for:", 1)[0]  # -H's closing list
-    own = (
-        f"{sdk.include_dir}/",
-        "consumer.cpp",
-        "consumer.o",
-        "probe.c",
-        *(lib.path for lib in sdk.libraries),
-    )
-    kept: list[str] = []
-    dropped = 0
-    for raw in text.splitlines():
-        line = re.sub(r"^\S*/(ld|collect2)(:|\.\S*:)", r"\1:", raw.strip())
-        if not line or re.match(r"^\.+ ", line):  # blank, or a -H line (a file opened)
-            continue
-        body = re.sub(r"^(In file included from|from|ld:|collect2:)\s*", "", line)
-        located = re.match(r"^([^\s:]+):", body)
-        if (located is not None and located[1].startswith(own)) or body.startswith("error: ld returned"):
-            kept.append(line[:300])
-        else:
-            dropped += 1
-    shown = kept[:lines]
-    hidden = dropped + len(kept) - len(shown)
-    if hidden:
-        shown.append(
-            f"({hidden} other line{'s' if hidden != 1 else ''} not shown: only messages about the wheel's own files are)"
-        )
-    return "\n".join(shown)
-
-
-def declares_something(preprocessed: Path, include: Path) -> bool:
-    """Whether the preprocessed program holds any line that comes from the SDK's own headers."""
-    prefix = str(include) + "/"
-    current = ""
-    with preprocessed.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            m = re.match(r'^# \d+ "(.*)"', line)
-            if m is not None:
-                current = m[1]
-            elif line.strip() and not line.startswith("#") and current.startswith(prefix):
-                return True
-    return False
-
-
-def declared_functions(sdk: Sdk, include: Path, scratch: Path) -> tuple[list[str], list[str]]:
-    """Functions declared (not defined) by the SDK's own headers, when they parse as C; and the files
-    outside the SDK and the system headers that C's preprocessor opened (then no names are taken)."""
-    probe = scratch / "probe.c"
-    probe.write_text("".join(f'#include "{h}"\n' for h in sdk.headers), encoding="utf-8")
-    aux = scratch / "declarations.txt"
-    gcc = proc.which("gcc")
-    result = run_limited(
-        [gcc, "-x", "c", "-fsyntax-only", "-H", *_QUIET, f"-aux-info={aux}", f"-I{include}", probe],
-        cwd=scratch,
-        sandbox=PREPROCESS,
-    )
-    outside = outside_files(result.stderr, (str(include), *system_include_dirs(gcc, "c")), scratch)
-    if outside or not result.ok or not aux.is_file():
-        return [], outside
-    names: list[str] = []
-    prefix = str(include.resolve()) + "/"
-    with aux.open("rb") as f:
-        text = f.read(AUX_BYTES).decode("utf-8", errors="replace")
-    for line in text.splitlines():
-        m = _AUX_LINE.match(line)
-        if m is None or m["flags"][1] != "C" or m["decl"].startswith("static"):
-            continue
-        if not str(Path(m["file"]).resolve()).startswith(prefix):
-            continue
-        found = [n for n in _NAME.findall(m["decl"]) if n not in _C_KEYWORDS]
-        if found and found[0] not in names:
-            names.append(found[0])
-    return names, []
-
-
-def _consumer_source(sdk: Sdk, functions: list[str]) -> str:
-    refs = "".join(f"    reinterpret_cast<unsigned long long>(&{name}),\n" for name in functions)
-    return (
-        "// Written by wheelwright's audit: a C++ program outside the wheel that uses its SDK.\n"
-        + "".join(f"#include <{h}>\n" for h in sdk.headers)
-        + "\nvolatile unsigned long long wheelwright_refs[] = {\n"
-        + refs
-        + "    0ULL,\n};\n\n"
-        + "int main() { return wheelwright_refs[0] == 1ULL ? 1 : 0; }\n"
-    )
-
-
-def _gxx(*args: str | Path, include: Path, scratch: Path, sandbox: Sandbox = COMPILE) -> Ran:
-    return run_limited(
-        [proc.which("g++"), "-std=c++17", *_QUIET, *args, f"-I{include}"], cwd=scratch, sandbox=sandbox
-    )
-
-
-def _compile(sdk: Sdk, include: Path, scratch: Path) -> tuple[Ran, Sandbox, list[str], list[str]]:
-    """Preprocess alone first (every file opened must be the SDK's or the system's), then compile,
-    list the declared functions, and compile again referencing them. Returns the last run, its
-    limits, the functions and the files opened outside (then nothing further ran)."""
-    source = scratch / "consumer.cpp"
-    source.write_text(_consumer_source(sdk, []), encoding="utf-8")
-    pre = _gxx(
-        "-E",
-        "-H",
-        source,
-        "-o",
-        scratch / "consumer.ii",
-        include=include,
-        scratch=scratch,
-        sandbox=PREPROCESS,
-    )
-    outside = outside_files(
-        pre.stderr, (str(include), *system_include_dirs(proc.which("g++"), "c++")), scratch
-    )
-    if len(pre.stderr) >= PREPROCESS.output_chars:
-        outside.append(f"(the list of files it opened ran past {PREPROCESS.output_chars:,} characters)")
-    if outside or not pre.ok:
-        return pre, PREPROCESS, [], outside
-    compiled = _gxx("-c", source, "-o", scratch / "consumer.o", include=include, scratch=scratch)
-    if not compiled.ok:
-        return compiled, COMPILE, [], []
-    functions, outside = declared_functions(sdk, include, scratch)
-    if functions:
-        source.write_text(_consumer_source(sdk, functions), encoding="utf-8")
-        compiled = _gxx("-c", source, "-o", scratch / "consumer.o", include=include, scratch=scratch)
-    return compiled, COMPILE, functions, outside
-
-
-def _link(sdk: Sdk, scratch: Path) -> Ran:
-    link_args: list[str] = []
-    for d in sorted({str(lib.file.parent) for lib in sdk.libraries}):
-        link_args += [f"-L{d}", f"-Wl,-rpath-link,{d}"]
-    link_args += [f"-l:{lib.file.name}" for lib in sdk.libraries]
-    return run_limited(
-        [
-            proc.which("g++"),
-            scratch / "consumer.o",
-            "-o",
-            scratch / "consumer",
-            "-Wl,--no-as-needed",
-            *link_args,
-            "-Wl,--allow-shlib-undefined",
-        ],
-        cwd=scratch,
-        sandbox=LINK,
-    )
-
-
 def _names(names: tuple[str, ...], limit: int = 10) -> str:
     more = len(names) - limit
     return ", ".join(names[:limit]) + (f" and {more} more" if more > 0 else "")
@@ -379,21 +198,74 @@ def _listed(names: list[str], limit: int = 50) -> dict[str, object]:
     return {"count": len(names), "first": names[:limit]}
 
 
-def check_sdk(sdk: Sdk, contents: Contents, scratch: Path) -> Finding:
-    root = contents.wheel.root
-    include = scratch / "include"
-    include.mkdir()
-    written = materialize(sdk, contents, include)
+@dataclass
+class Prepared:
+    """Steps 0-3 for one include directory: they need only its headers, so they can run while the
+    libraries are still being unpacked (:mod:`release.audit.run`). ``scratch`` is removed by
+    :meth:`cleanup`; the link (step 4) and the finding come from :func:`finish`."""
+
+    include_dir: str
+    headers: tuple[str, ...]
+    scratch: Path
+    written: dict[str, bytes]
+    escapes: list[tuple[str, str, str]]
+    compiled: Ran | None = None
+    sandbox: Sandbox = COMPILE
+    functions: tuple[str, ...] = ()
+    outside: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, tuple[str, ...]]:
+        return (self.include_dir, self.headers)
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def sdk_headers(members: Iterable[Member]) -> dict[str, tuple[str, ...]]:
+    """The top-level headers of each ``include`` directory among ``members``: ``find_sdks``'s first half."""
+    headers: dict[str, list[str]] = {}
+    for member in members:
+        if member.kind != "file" or not member.read or not member.name.endswith(HEADER_SUFFIXES):
+            continue
+        directory, name = posixpath.split(member.name)
+        if posixpath.basename(directory) == "include":
+            headers.setdefault(directory, []).append(name)
+    return {d: tuple(sorted(names)) for d, names in sorted(headers.items())}
+
+
+def prepare(include_dir: str, headers: tuple[str, ...], members: Iterable[Member]) -> Prepared:
+    """Write the reachable headers into a fresh scratch directory, refuse escaping includes, compile.
+    ``members``: the wheel's members (those read under ``include_dir`` are the headers' world)."""
+    scratch = Path(tempfile.mkdtemp(prefix="wheelwright-cpp-")).resolve()
+    try:
+        include = scratch / "include"
+        include.mkdir()
+        written = materialize(include_dir, headers, members, include)
+        prepared = Prepared(include_dir, headers, scratch, written, escaping_includes(written))
+        if not prepared.escapes:
+            compiled, sandbox, functions, outside = compile_consumer(headers, include, scratch)
+            prepared.compiled, prepared.sandbox = compiled, sandbox
+            prepared.functions, prepared.outside = tuple(functions), tuple(outside)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return prepared
+
+
+def finish(sdk: Sdk, prepared: Prepared, contents: Contents) -> Finding:
+    """Step 4 and the finding, from what :func:`prepare` found for ``sdk``'s headers."""
+    root, scratch, include = contents.wheel.root, prepared.scratch, prepared.scratch / "include"
     libs = ", ".join(lib.path for lib in sdk.libraries)
     headers = [posixpath.join(sdk.include_dir, h) for h in sdk.headers]
     shown = str(headers) if len(headers) <= 3 else f"the {len(headers)} headers of {sdk.include_dir}"
     details: dict[str, object] = {
         "include_dir": sdk.include_dir,
         "headers": _listed(headers),
-        "headers_written": len(written),
+        "headers_written": len(prepared.written),
         "libraries": [lib.path for lib in sdk.libraries],
     }
-    escapes = escaping_includes(written)
+    escapes = prepared.escapes
     if escapes:
         header, target, why = escapes[0]
         more = (
@@ -407,8 +279,14 @@ def check_sdk(sdk: Sdk, contents: Contents, scratch: Path) -> Finding:
             f"the wheel's own headers and the system's; not compiled{more}",
             **details,
         )
-    compiled, sandbox, functions, outside = _compile(sdk, include, scratch)
-    details["functions"] = _listed(functions)
+    compiled, sandbox, functions, outside = (
+        prepared.compiled,
+        prepared.sandbox,
+        prepared.functions,
+        prepared.outside,
+    )
+    assert compiled is not None  # prepare compiles whenever no include escapes
+    details["functions"] = _listed(list(functions))
     if outside:
         return fail(
             CHECK,
@@ -432,7 +310,7 @@ def check_sdk(sdk: Sdk, contents: Contents, scratch: Path) -> Finding:
             nothing_to_check=True,
             **details,
         )
-    linked = _link(sdk, scratch)
+    linked = link_consumer(sdk, scratch)
     if not linked.ok:
         return fail(
             CHECK,
@@ -448,7 +326,13 @@ def check_sdk(sdk: Sdk, contents: Contents, scratch: Path) -> Finding:
     )
 
 
-def check(contents: Contents, expectation: Expectation) -> list[Finding]:
+def check(
+    contents: Contents,
+    expectation: Expectation,
+    prepared: Mapping[tuple[str, tuple[str, ...]], Prepared] | None = None,
+) -> list[Finding]:
+    """``prepared``: steps 0-3 already run, by (include directory, headers); used where an SDK's
+    headers are the same, prepared here otherwise. The caller removes what it passed in."""
     sdks = find_sdks(contents)
     if not sdks:
         return [
@@ -459,6 +343,13 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
         ]
     out = []
     for sdk in sdks:
-        with tempfile.TemporaryDirectory(prefix="wheelwright-cpp-") as scratch:
-            out.append(check_sdk(sdk, contents, Path(scratch).resolve()))
+        early = (prepared or {}).get((sdk.include_dir, sdk.headers))
+        if early is not None:
+            out.append(finish(sdk, early, contents))
+            continue
+        here = prepare(sdk.include_dir, sdk.headers, contents.wheel.files)
+        try:
+            out.append(finish(sdk, here, contents))
+        finally:
+            here.cleanup()
     return out

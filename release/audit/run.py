@@ -14,9 +14,10 @@ The checks themselves are functions ``check(contents, expectation) -> list[Findi
 from __future__ import annotations
 
 import os
+import posixpath
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from release.audit.model import (
     Expectation,
     Finding,
     Library,
+    Member,
     WheelFile,
     fail,
     is_library_name,
@@ -185,13 +187,18 @@ def audit_wheel(
     """
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="audit") as pool, Inspector() as inspector:
-        with open_wheel(path, on_extracted=inspector.submit) as wheel:
+    early = _EarlyCpp(expectation.runs("cpp_consumer"))
+    with (
+        early,  # outermost: its scratch directories go after the check that uses them is done
+        ThreadPoolExecutor(max_workers=2, thread_name_prefix="audit") as pool,
+        Inspector() as inspector,
+    ):
+        with open_wheel(path, on_extracted=inspector.submit, on_others_done=early.start) as wheel:
             timings["extract"] = time.perf_counter() - start
             check_identity(wheel)
             cpp_future = None
             if expectation.runs("cpp_consumer"):  # it needs only the headers and each library's ELF header
-                cpp_future = pool.submit(_cpp_consumer, wheel, expectation)
+                cpp_future = pool.submit(_cpp_consumer, wheel, expectation, early)
             t = time.perf_counter()
             libs = inspector.libraries(wheel)
             timings["inspect"] = time.perf_counter() - t
@@ -251,9 +258,50 @@ def audit_wheel(
     )
 
 
-def _cpp_consumer(wheel: WheelFile, expectation: Expectation) -> tuple[list[Finding], float]:
+class _EarlyCpp:
+    """The C++ consumer check's compile steps, started while the libraries are still being unpacked:
+    they need only an include directory's headers (:func:`release.audit.cpp_consumer.prepare`). Started
+    for each include directory all of whose members are out and whose ``lib``/``lib64`` sibling holds
+    a file; the check uses a result only for an SDK with the same directory and headers."""
+
+    def __init__(self, wanted: bool) -> None:
+        self.wanted = wanted
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cpp")
+        self.futures: dict[tuple[str, tuple[str, ...]], Future[cpp_consumer.Prepared]] = {}
+
+    def start(self, members: list[Member], pending: frozenset[str]) -> None:
+        if not self.wanted:
+            return
+        names = [m.name for m in members if m.kind == "file"] + list(pending)
+        dirs = {posixpath.dirname(n) for n in names}
+        for include_dir, headers in cpp_consumer.sdk_headers(members).items():
+            parent = posixpath.dirname(include_dir)
+            if any(n.startswith(include_dir + "/") for n in pending):
+                continue  # a member under it is still being read
+            if not dirs & {posixpath.join(parent, "lib"), posixpath.join(parent, "lib64")}:
+                continue  # no library beside it: no SDK
+            key = (include_dir, headers)
+            self.futures[key] = self._pool.submit(cpp_consumer.prepare, include_dir, headers, members)
+
+    def prepared(self) -> dict[tuple[str, tuple[str, ...]], cpp_consumer.Prepared]:
+        return {key: future.result() for key, future in self.futures.items()}
+
+    def __enter__(self) -> _EarlyCpp:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        for future in self.futures.values():
+            if not future.cancelled() and future.exception() is None:
+                future.result().cleanup()
+
+
+def _cpp_consumer(
+    wheel: WheelFile, expectation: Expectation, early: _EarlyCpp
+) -> tuple[list[Finding], float]:
     """The C++ consumer check, beside the inspection of the libraries: it reads only their ELF headers."""
     t = time.perf_counter()
+    prepared = early.prepared()
     libs = []
     for member in wheel.members:
         if (
@@ -266,7 +314,7 @@ def _cpp_consumer(wheel: WheelFile, expectation: Expectation) -> tuple[list[Find
             except ElfError:
                 continue
             libs.append(Library(member.name, member.path, member.sha256, info, None, False, (), None))
-    return cpp_consumer.check(Contents(wheel, tuple(libs)), expectation), time.perf_counter() - t
+    return cpp_consumer.check(Contents(wheel, tuple(libs)), expectation, prepared), time.perf_counter() - t
 
 
 def _abi(wheel: WheelFile, host: list[Library], exclude: tuple[str, ...]) -> AbiReport:

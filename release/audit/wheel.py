@@ -28,22 +28,23 @@ import errno
 import hashlib
 import os
 import shutil
-import stat
 import struct
 import sys
 import tempfile
 import threading
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Generator, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import BinaryIO, Literal
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from release.audit.buildpaths import scanner_for
-from release.audit.identity import dist_info_for, member_kind, read_record, safe_member_name, unix_mode
+from release.audit.entries import aggregate, classify
+from release.audit.identity import dist_info_for, read_record, safe_member_name
+from release.audit.inflate import RAW_METHODS, Crc, member_chunks, zipfile_chunks
 from release.audit.limits import (
     LIMITS,
     Budget,
@@ -52,7 +53,6 @@ from release.audit.limits import (
     Stopped,
     central_directory_start,
     check_layout,
-    first_few,
     size,
 )
 from release.audit.model import Member, WheelFile, ZipIssue
@@ -63,11 +63,10 @@ from release.core.hashing import sha256_file
 __all__ = ["KEEP_ENV", "open_wheel", "safe_member_name"]
 
 KEEP_ENV = "WHEELWRIGHT_KEEP_AUDIT_DIR"
-CHUNK = 256 * 1024  # below glibc's mmap threshold: buffers are reused, not mapped per read
+
 KEEP_LIMIT = 256 << 20  # header bytes kept in memory; beyond this they are not kept
 HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".hxx", ".inc", ".cuh")
 ELF_MAGIC = b"\x7fELF"
-ISSUES_SHOWN = 10  # issues of one kind listed one by one; the rest are counted in one
 
 
 # --------------------------------------------------------------------------- extraction
@@ -98,6 +97,7 @@ class _Extractor:
         self.on_extracted = on_extracted
         self._local = threading.local()
         self._handles: list[zipfile.ZipFile] = []
+        self._raws: list[BinaryIO] = []
         self._lock = threading.Lock()
         self._made: set[str] = {str(root)}
 
@@ -113,6 +113,8 @@ class _Extractor:
     def close(self) -> None:
         for zf in self._handles:
             zf.close()
+        for f in self._raws:
+            f.close()
 
     def _mkdirs(self, directory: str) -> None:
         if directory in self._made:
@@ -135,15 +137,17 @@ class _Extractor:
         kept: list[bytes] | None = None
         scanner = scanner_for(name)
         sink: Sink | None = None  # hashes and writes (a big member: on a thread of its own)
+        crc = Crc() if info.compress_type in RAW_METHODS else None
         try:
-            with self._zip().open(info) as src:
-                chunk = src.read(CHUNK)
+            with contextlib.closing(self._chunks(info)) as src:
+                chunk = next(src, b"")
                 is_elf = chunk[:4] == ELF_MAGIC
                 if self.write_all or is_elf or _written(name, self.dist_info):
                     out = self._create(target)
                 elif _kept(name) and self._reserve(info.file_size):
                     kept = []
-                sink = Sink([digest, *others.values()], out, threaded=info.file_size >= THREAD_BYTES)
+                hashers = [digest, *others.values(), *((crc,) if crc is not None else ())]
+                sink = Sink(hashers, out, threaded=info.file_size >= THREAD_BYTES)
                 while chunk:
                     got += len(chunk)
                     self.budget.inflated(len(chunk), name)
@@ -158,8 +162,10 @@ class _Extractor:
                         scanner.feed(chunk)
                     if kept is not None:
                         kept.append(chunk)
-                    chunk = src.read(CHUNK)
+                    chunk = next(src, b"")
                 sink.close()
+                if crc is not None and crc.value != info.CRC:
+                    raise zipfile.BadZipFile(f"Bad CRC-32 for file {name!r}")
         except _CannotCreate as exc:
             return Member(name, info.file_size, None, None, "file", problem=f"cannot be extracted: {exc}")
         except (
@@ -196,6 +202,20 @@ class _Extractor:
         if self.on_extracted is not None and member.path is not None:
             self.on_extracted(member)
         return member
+
+    def _chunks(self, info: zipfile.ZipInfo) -> Generator[bytes, None, None]:
+        if info.compress_type in RAW_METHODS:
+            return member_chunks(self._raw(), info)
+        return zipfile_chunks(self._zip(), info)
+
+    def _raw(self) -> BinaryIO:
+        f: BinaryIO | None = getattr(self._local, "raw", None)
+        if f is None:
+            f = self.wheel.open("rb", buffering=0)
+            self._local.raw = f
+            with self._lock:
+                self._raws.append(f)
+        return f
 
     def extract_all(self, batch: list[tuple[int, zipfile.ZipInfo]]) -> list[tuple[int, Member]]:
         return [(index, self.extract(info)) for index, info in batch]
@@ -268,86 +288,8 @@ def _likely_elf(name: str) -> bool:
     return ".so" in base or "/bin/" in f"/{name}" or "." not in base
 
 
-def _aggregate(issues: list[ZipIssue]) -> list[ZipIssue]:
-    """At most :data:`ISSUES_SHOWN` issues of a kind one by one; the rest in one that counts them."""
-    by_kind: dict[str, list[ZipIssue]] = {}
-    for issue in issues:
-        by_kind.setdefault(issue.kind, []).append(issue)
-    out: list[ZipIssue] = []
-    for kind, group in by_kind.items():
-        out += group[:ISSUES_SHOWN]
-        rest = group[ISSUES_SHOWN:]
-        if rest:
-            names = list(dict.fromkeys(i.name for i in rest))
-            message = f"{len(rest):,} more {kind} entries, named {first_few(names)}"
-            out.append(ZipIssue(rest[0].kind, rest[0].name, message))
-    return out
-
-
 def _threads() -> int:
     return max(2, min(8, os.cpu_count() or 2))
-
-
-def _classify(
-    infos: list[zipfile.ZipInfo], wheel: str
-) -> tuple[list[ZipIssue], dict[int, Member], list[tuple[int, zipfile.ZipInfo]]]:
-    """Sort the entries into refused ones (issues), directories and the files to read."""
-    issues: list[ZipIssue] = []
-    members: dict[int, Member] = {}
-    seen: set[str] = set()
-    todo: list[tuple[int, zipfile.ZipInfo]] = []
-    disagree: list[tuple[str, str]] = []
-    for index, info in enumerate(infos):
-        name = info.filename
-        kind, why_not = member_kind(info)
-        if why_not is not None:
-            disagree.append((name, why_not))
-            continue
-        why = safe_member_name(name)
-        if why is not None:
-            issues.append(ZipIssue("unsafe-path", name, f"{name!r}: {why}; not extracted"))
-            members[index] = Member(name, info.file_size, None, None, "file", problem=why)
-            continue
-        if name in seen:
-            issues.append(
-                ZipIssue(
-                    "duplicate",
-                    name,
-                    f"{name!r} appears more than once in the archive; installers disagree on which copy wins",
-                )
-            )
-            members[index] = Member(name, info.file_size, None, None, "file", problem="duplicate name")
-            continue
-        seen.add(name)
-        if kind == "symlink":
-            issues.append(
-                ZipIssue(
-                    "symlink",
-                    name,
-                    f"{name!r} is a symbolic link; wheels cannot carry links "
-                    "(pip writes the link target as a file) and one could point outside site-packages",
-                )
-            )
-            members[index] = Member(name, info.file_size, None, None, "symlink", problem="symlink")
-        elif kind == "special":
-            mode = stat.filemode(unix_mode(info))
-            issues.append(
-                ZipIssue("special-file", name, f"{name!r} is a special file (mode {mode}); not extracted")
-            )
-            members[index] = Member(name, info.file_size, None, None, "special", problem="special file")
-        elif kind == "directory":
-            members[index] = Member(name, 0, None, None, "directory")
-        else:
-            todo.append((index, info))
-    if disagree:
-        name, why = disagree[0]
-        more = (
-            f" ({len(disagree):,} members: {first_few([n for n, _ in disagree])})"
-            if len(disagree) > 1
-            else ""
-        )
-        raise InputError(f"{wheel}: member {name!r}: {why}{more}; the zip's mode bits and names must agree")
-    return issues, members, todo
 
 
 def _run(
@@ -355,8 +297,10 @@ def _run(
     todo: list[tuple[int, zipfile.ZipInfo]],
     threads: int,
     libraries_done: Callable[[], object],
+    others_done: Callable[[list[Member], frozenset[str]], object] | None = None,
 ) -> tuple[list[tuple[int, Member]], str]:
-    """Extract ``todo`` on ``threads`` threads; ``libraries_done()`` once the likely ELF files are out.
+    """Extract ``todo`` on ``threads`` threads; ``libraries_done()`` once the likely ELF files are out;
+    ``others_done(members out, names still being read)`` once every other member is out.
     The first refusal stops every thread (at its next chunk) and is raised."""
     done: list[tuple[int, Member]] = []
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="unzip") as pool:
@@ -364,12 +308,22 @@ def _run(
             batches = _batches(todo)
             futures = [pool.submit(extractor.extract_all, batch) for batch in batches]
             wheel_hash = pool.submit(sha256_file, extractor.wheel)  # last: the libraries come out first
-            libraries_left = sum(_likely_elf(batch[0][1].filename) for batch in batches)
-            for future in futures:
-                done += future.result()
-                libraries_left -= 1
-                if libraries_left == 0:
+            names = {f: [i.filename for _, i in b] for f, b in zip(futures, batches, strict=True)}
+            libs = [f for f in futures if _likely_elf(names[f][0])]
+            others = [f for f in futures if not all(_likely_elf(n) for n in names[f])]
+            pending = set(futures)
+            fired = [not libs, others_done is None or not others]
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    done += future.result()
+                if not fired[0] and all(f.done() for f in libs):
+                    fired[0] = True
                     libraries_done()
+                if not fired[1] and others_done is not None and all(f.done() for f in others):
+                    fired[1] = True
+                    still = frozenset(n for f in futures if not f.done() for n in names[f])
+                    others_done([m for _, m in done], still)
             sha256 = wheel_hash.result()
         except BaseException:
             extractor.budget.halt()  # every thread stops at its next chunk
@@ -387,6 +341,7 @@ def open_wheel(
     threads: int | None = None,
     write_all: bool = False,
     on_libraries_done: Callable[[Path, Path], None] | None = None,
+    on_others_done: Callable[[list[Member], frozenset[str]], object] | None = None,
     limits: Limits = LIMITS,
 ) -> Iterator[WheelFile]:
     """Read and hash every member of ``path``; yield a :class:`WheelFile`; remove the tree on exit.
@@ -399,6 +354,8 @@ def open_wheel(
     ``workdir``: where the temporary tree goes (default: the system temp dir).
     ``on_libraries_done(root, wheel)``: called once every member named like a library
     or executable is out (they go first), while the rest is still being read.
+    ``on_others_done(members, pending)``: called once every other member is out (the C++ headers,
+    say), with the members out so far and the names of those still being read.
     ``limits``: what the wheel may make the audit read (bad input, exit 2, past any).
     """
     wheel = Path(path)
@@ -422,7 +379,7 @@ def open_wheel(
             )
         with wheel.open("rb") as f:
             check_layout(f, infos, cd_start, wheel.name, limits)
-        issues, members, todo = _classify(infos, wheel.name)
+        issues, members, todo = classify(infos, wheel.name)
         dist_info = dist_info_for([i.filename for i in infos], str(name))
         record = next((i for _, i in todo if i.filename == f"{dist_info}/RECORD"), None)
         other_digests = read_record(archive, record, wheel.name, limits)
@@ -451,6 +408,7 @@ def open_wheel(
                 todo,
                 threads or _threads(),
                 lambda: on_libraries_done and on_libraries_done(root, wheel),
+                on_others_done,
             )
         except Stopped:
             raise budget.error or StepFailed(f"{wheel.name}: extraction stopped") from None
@@ -482,7 +440,7 @@ def open_wheel(
             platform_tags=tuple(sorted({t.platform for t in tags})),
             root=root,
             members=ordered,
-            issues=tuple(_aggregate(issues)),
+            issues=tuple(aggregate(issues)),
             dist_info=dist_info,
             metadata=metadata,
         )
