@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_proc import python_m
 
 from release.audit.cli import add_audit_parser
 from release.audit.model import CHECKS
@@ -232,46 +233,19 @@ def test_record_written_and_accepted_by_publish(tmp_path: Path) -> None:
         assert (why is None) if expected is None else (expected in str(why))
 
 
+def _audit_in_a_child(case_id: str) -> subprocess.CompletedProcess[str]:
+    """``python -m release audit`` of one fixture case's wheel against the fixture policy, no record."""
+    wheel = WHEELS / next(c for c in CASES if c["id"] == case_id)["wheel"]
+    policy = str(FIXTURES / "policy.toml")
+    return python_m("release", "audit", str(wheel), "--policy", policy, "--no-record", cwd=ROOT, timeout=120)
+
+
 def test_wired_into_release_cli() -> None:
     """``python -m release audit`` is this command (release/cli.py calls add_audit_parser)."""
-    good = WHEELS / next(c for c in CASES if c["id"] == "fx_good_cu130")["wheel"]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "release",
-            "audit",
-            str(good),
-            "--policy",
-            str(FIXTURES / "policy.toml"),
-            "--no-record",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    proc = _audit_in_a_child("fx_good_cu130")
     assert proc.returncode == 0, proc.stderr
     assert "✓ device code covers every claimed GPU architecture ['80', '90']" in proc.stdout
-    bad = WHEELS / next(c for c in CASES if c["id"] == "fx_not_a_zip")["wheel"]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "release",
-            "audit",
-            str(bad),
-            "--policy",
-            str(FIXTURES / "policy.toml"),
-            "--no-record",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    proc = _audit_in_a_child("fx_not_a_zip")
     assert proc.returncode == 2 and "not a readable zip archive" in proc.stderr
 
 

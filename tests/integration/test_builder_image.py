@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from helpers_rows import rows_by_id
+from helpers_text import edited
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
@@ -79,10 +80,8 @@ def test_the_recipe_file_parses() -> None:
     ],
 )
 def test_a_bad_recipe_fails_naming_the_key(edit: tuple[str, str], message: str) -> None:
-    old, new = edit
-    assert old in RECIPE_TEXT
     with pytest.raises(InputError, match=r"recipe\.toml: ") as exc:
-        parse_recipe(RECIPE_TEXT.replace(old, new, 1), "recipe.toml")
+        parse_recipe(edited(RECIPE_TEXT, edit), "recipe.toml")
     assert message in str(exc.value)
 
 

@@ -30,12 +30,12 @@ import email.parser
 import os
 import re
 import subprocess
-import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers_proc import python_m, repo_env
 
 from release import records
 from release.audit.elf import read_elf
@@ -50,35 +50,43 @@ LAZY = ROOT / "examples" / "lazysaxpy" / "rows.toml"
 TORCHEXT = ROOT / "examples" / "torchsaxpy" / "rows.toml"
 
 
+Released = tuple[subprocess.CompletedProcess[str], Path]  # the release command's run, and its folder
+
+
 def stop_index(cwd: Path) -> None:
     """Stop the local index server the rehearsal left running for its install lines."""
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "release.publish.index_server",
-            "stop",
-            "--root",
-            str(cwd / ".wheelwright" / "index"),
-        ],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        check=False,
+    python_m(
+        "release.publish.index_server",
+        "stop",
+        "--root",
+        str(cwd / ".wheelwright" / "index"),
+        env=repo_env(),
         timeout=60,
     )
 
 
 def release(policy: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The one command, run as a user runs it (from its own folder: the local index and dist/ go there)."""
-    return subprocess.run(
-        [sys.executable, "-m", "release", "release", "--rehearsal", "--policy", str(policy), "--allow-dirty"],
+    return python_m(
+        "release",
+        "release",
+        "--rehearsal",
+        "--policy",
+        str(policy),
+        "--allow-dirty",
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        check=False,
+        env=repo_env(),
         timeout=3600,
     )
+
+
+def released(tmp_path_factory: pytest.TempPathFactory, policy: Path) -> Iterator[Released]:
+    """``policy``'s package released from a folder of its own; the index it left running is stopped after."""
+    cwd = tmp_path_factory.mktemp(f"{policy.parent.name}-release")
+    try:
+        yield release(policy, cwd), cwd
+    finally:
+        stop_index(cwd)
 
 
 def metadata(wheel: Path) -> email.message.Message:
@@ -99,19 +107,28 @@ def sass_and_ptx(path: Path) -> set[str]:
 ROW_DEVICE_CODE = {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "compute_120"}
 
 
+def assert_smoke_found_the_runtime(wheel: Path, member: str) -> records.SmokeRecord:
+    """The wheel's smoke record passed, loaded ``member`` (which links libcudart.so.13) after the
+    import, and found libcudart in the environment's ``nvidia/cu13/lib``."""
+    smoke = records.read(wheel, records.SmokeRecord)
+    assert smoke is not None and smoke.passed, smoke
+    assert (
+        "✓ loaded the shipped library that links a CUDA library, after the import: "
+        f"{member} (libcudart.so.13)"
+    ) in smoke.lines
+    assert smoke.libcudart is not None and smoke.libcudart.endswith(
+        "/site-packages/nvidia/cu13/lib/libcudart.so.13"
+    )
+    return smoke
+
+
 @pytest.fixture(scope="module")
-def lazy_release(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
-    cwd = tmp_path_factory.mktemp("lazysaxpy-release")
-    try:
-        yield release(LAZY, cwd), cwd
-    finally:
-        stop_index(cwd)
+def lazy_release(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Released]:
+    yield from released(tmp_path_factory, LAZY)
 
 
 def test_lazysaxpy_releases_with_one_command(
-    lazy_release: tuple[subprocess.CompletedProcess[str], Path],
+    lazy_release: Released,
 ) -> None:
     proc, cwd = lazy_release
     out = proc.stdout + proc.stderr
@@ -129,9 +146,7 @@ def test_lazysaxpy_releases_with_one_command(
     assert "lazysaxpy-0.1.0+cu130-py3-none-manylinux_2_28_x86_64.whl" in published
 
 
-def test_lazysaxpy_cu130_wheel_carries_the_rows_contract(
-    lazy_release: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path
-) -> None:
+def test_lazysaxpy_cu130_wheel_carries_the_rows_contract(lazy_release: Released, tmp_path: Path) -> None:
     """+cu130, the CUDA 13.0 runtime package, a RUNPATH to nvidia/cu13/lib, a shared cudart, and
     exactly the row's device code: none of which the package itself names."""
     _, cwd = lazy_release
@@ -151,21 +166,13 @@ def test_lazysaxpy_cu130_wheel_carries_the_rows_contract(
 
 
 def test_lazysaxpy_smoke_loaded_the_lazy_kernels_library(
-    lazy_release: tuple[subprocess.CompletedProcess[str], Path],
+    lazy_release: Released,
 ) -> None:
     """Importing lazysaxpy loads nothing native: the smoke proved the runtime by loading the
     kernels library itself after the import, and its record keeps the probe's report."""
     _, cwd = lazy_release
     wheel = cwd / "dist" / "cu130" / "lazysaxpy-0.1.0+cu130-py3-none-manylinux_2_28_x86_64.whl"
-    smoke = records.read(wheel, records.SmokeRecord)
-    assert smoke is not None and smoke.passed, smoke
-    assert (
-        "✓ loaded the shipped library that links a CUDA library, after the import: "
-        "lazysaxpy/liblazysaxpy_kernels.so (libcudart.so.13)"
-    ) in smoke.lines
-    assert smoke.libcudart is not None and smoke.libcudart.endswith(
-        "/site-packages/nvidia/cu13/lib/libcudart.so.13"
-    )
+    smoke = assert_smoke_found_the_runtime(wheel, "lazysaxpy/liblazysaxpy_kernels.so")
     assert smoke.evidence is not None
     probe = smoke.evidence["probe"]
     assert not any("libcudart" in p for p in probe["loaded_by_import"])  # the import alone loads none
@@ -178,22 +185,14 @@ def test_lazysaxpy_smoke_loaded_the_lazy_kernels_library(
 
 
 @pytest.fixture(scope="module")
-def torch_release(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
-    cwd = tmp_path_factory.mktemp("torchsaxpy-release")
-    try:
-        yield release(TORCHEXT, cwd), cwd
-    finally:
-        stop_index(cwd)
+def torch_release(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Released]:
+    yield from released(tmp_path_factory, TORCHEXT)
 
 
 TORCH_WHEEL = "torchsaxpy-0.1.0+cu130-cp310-abi3-manylinux_2_34_x86_64.whl"
 
 
-def test_torchsaxpy_releases_with_one_command(
-    torch_release: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path
-) -> None:
+def test_torchsaxpy_releases_with_one_command(torch_release: Released, tmp_path: Path) -> None:
     """torch as the cu130 channel: the wheel requires torch (which brings the CUDA runtime), the
     repair grafted none of torch's libraries, the device code is the row's arch list."""
     proc, cwd = torch_release
@@ -214,18 +213,10 @@ def test_torchsaxpy_releases_with_one_command(
 
 
 def test_torchsaxpy_smoke_found_the_runtime_through_torch(
-    torch_release: tuple[subprocess.CompletedProcess[str], Path],
+    torch_release: Released,
 ) -> None:
     _, cwd = torch_release
-    smoke = records.read(cwd / "dist" / "cu130" / TORCH_WHEEL, records.SmokeRecord)
-    assert smoke is not None and smoke.passed, smoke
-    assert (
-        "✓ loaded the shipped library that links a CUDA library, after the import: "
-        "torchsaxpy/_C.abi3.so (libcudart.so.13)"
-    ) in smoke.lines
-    assert smoke.libcudart is not None and smoke.libcudart.endswith(
-        "/site-packages/nvidia/cu13/lib/libcudart.so.13"
-    )
+    assert_smoke_found_the_runtime(cwd / "dist" / "cu130" / TORCH_WHEEL, "torchsaxpy/_C.abi3.so")
 
 
 # ---------------------------------------------------------------- the policy's build constraints reach the build

@@ -335,22 +335,36 @@ def test_quirk_info_line_when_one_kind_is_absent(built: dict[str, Path], cuobjdu
 
 
 @pytest.mark.network
-def test_quirk_exit_1(cuobjdump: Path, tmp_path: Path) -> None:
-    missing = tmp_path / "missing.so"
-    with pytest.raises(InputError, match=r"missing\.so: not a file"):
-        list_device_code(missing, cuobjdump=cuobjdump)
-    result = proc.run([cuobjdump, "--list-elf", missing], check=False)
+@pytest.mark.parametrize(
+    ("name", "content", "listed", "option", "parsed"),
+    [
+        # a missing file: refused before cuobjdump runs; cuobjdump itself exits 1 on it
+        ("missing.so", None, (InputError, r"missing\.so: not a file"), "--list-elf",
+         (InputError, "cuobjdump cannot read it")),
+        # an empty file: cuobjdump exits 1 on it; exit 1 for a bad option is the tool failing
+        ("empty.so", b"", (InputError, r"empty\.so: cuobjdump cannot read it"), "--no-such-option",
+         (ToolError, "failed")),
+    ],
+    ids=["missing", "empty"],
+)  # fmt: skip
+def test_quirk_exit_1(
+    name: str,
+    content: bytes | None,
+    listed: tuple[type[Exception], str],
+    option: str,
+    parsed: tuple[type[Exception], str],
+    cuobjdump: Path,
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(listed[0], match=listed[1]):
+        list_device_code(path, cuobjdump=cuobjdump)
+    result = proc.run([cuobjdump, option, path], check=False)
     assert result.returncode == 1
-    with pytest.raises(InputError, match="cuobjdump cannot read it"):
-        parse_listing("sass", missing, result)
-    empty = tmp_path / "empty.so"
-    empty.write_bytes(b"")
-    with pytest.raises(InputError, match=r"empty\.so: cuobjdump cannot read it"):
-        list_device_code(empty, cuobjdump=cuobjdump)
-    result = proc.run([cuobjdump, "--no-such-option", empty], check=False)
-    assert result.returncode == 1
-    with pytest.raises(ToolError, match="failed"):
-        parse_listing("sass", empty, result)
+    with pytest.raises(parsed[0], match=parsed[1]):
+        parse_listing("sass", path, result)
 
 
 @pytest.mark.network

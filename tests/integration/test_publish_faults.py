@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import io
 import json
@@ -19,7 +20,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,10 +94,12 @@ def _publish(wheels: list[Path], target: Target, policy: Policy, index: LocalInd
 
 @dataclasses.dataclass(frozen=True)
 class _Run:
-    """A child publisher of ``wheels`` (publisher_command's ``args`` and ``env``) to ``target``."""
+    """A child publisher of ``wheels`` (publisher_command's ``args`` and ``env``) to ``target``,
+    the fault proxy in front of ``index``."""
 
     wheels: list[Path]
     target: Target
+    index: LocalIndex
     args: list[str]
     env: dict[str, str]
     process: subprocess.Popen[str]
@@ -126,11 +129,29 @@ def _stalled_upload(
     process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert fault_proxy.post_seen.wait(60), "the publisher never started uploading"
-        yield _Run(wheels, target, args, env, process)
+        yield _Run(wheels, target, index, args, env, process)
     finally:
         if process.poll() is None:  # pragma: no cover
             process.kill()
         process.communicate(timeout=60)  # reap it and close its pipes, whatever happened
+
+
+StalledUpload = Callable[..., contextlib.AbstractContextManager[_Run]]
+
+
+@pytest.fixture
+def stalled_upload(
+    tmp_path: Path, policy: Policy, local_index_server: LocalIndex, fault_proxy: FaultProxy
+) -> StalledUpload:
+    """_stalled_upload bound to this test's folder, policy, index and fault proxy: call it with
+    ``stall_bytes`` and ``stall_s``."""
+    return functools.partial(_stalled_upload, tmp_path, policy, local_index_server, fault_proxy)
+
+
+def _assert_all_uploaded_by_this_run(uploaded: Iterable[str], wheels: list[Path], index: LocalIndex) -> None:
+    """This run uploaded every wheel, and the index holds exactly their audited bytes."""
+    assert sorted(uploaded) == sorted(w.name for w in wheels)
+    assert _on_index(index) == _expected(*wheels)
 
 
 # --- the index server's own checks ----------------------------------------------------------
@@ -287,8 +308,7 @@ def test_a_connection_dropped_mid_upload_leaves_nothing_then_rerun_completes(
 
     fault_proxy.mode = "pass"
     report = _publish(wheels, fault_proxy.target(["cu130"]), policy, index)
-    assert sorted(report.uploaded) == sorted(w.name for w in wheels)  # type: ignore[attr-defined]
-    assert _on_index(index) == _expected(*wheels)
+    _assert_all_uploaded_by_this_run(report.uploaded, wheels, index)  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -421,15 +441,14 @@ def test_a_post_never_answered_ends_at_the_upload_deadline(
 
 
 def test_kill_9_mid_upload_leaves_no_twine_and_no_file_then_rerun_completes(
-    tmp_path: Path, policy: Policy, local_index_server: LocalIndex, fault_proxy: FaultProxy
+    stalled_upload: StalledUpload, fault_proxy: FaultProxy
 ) -> None:
-    index = local_index_server
-    with _stalled_upload(tmp_path, policy, index, fault_proxy, stall_bytes=256, stall_s=0.5) as run:
+    with stalled_upload(stall_bytes=256, stall_s=0.5) as run:
         time.sleep(0.5)
         assert _twines(str(run.dist)), "twine should be uploading now"
         run.process.send_signal(signal.SIGKILL)
         run.process.communicate(timeout=30)
-    dist, wheels = run.dist, run.wheels
+    dist, wheels, index = run.dist, run.wheels, run.index
     deadline = time.monotonic() + 5
     while _twines(str(dist)) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -443,18 +462,16 @@ def test_kill_9_mid_upload_leaves_no_twine_and_no_file_then_rerun_completes(
     assert resumed.returncode == 0, resumed.stderr
     assert "a staging folder left by an earlier run" in resumed.stderr
     assert list((dist / ".publish").glob("staging-*")) == []
-    assert sorted(json.loads(resumed.stdout)["uploaded"]) == sorted(w.name for w in wheels)
-    assert _on_index(index) == _expected(*wheels)
+    _assert_all_uploaded_by_this_run(json.loads(resumed.stdout)["uploaded"], wheels, index)
 
 
 def test_two_concurrent_runs_one_refuses_naming_the_other(
-    tmp_path: Path, policy: Policy, local_index_server: LocalIndex, fault_proxy: FaultProxy
+    stalled_upload: StalledUpload, policy: Policy
 ) -> None:
-    index = local_index_server
     # each upload stalls 3 s: the first run still holds the lock when the second asks, however
     # busy the machine is (its own deadlines are the defaults, minutes)
-    with _stalled_upload(tmp_path, policy, index, fault_proxy, stall_bytes=4096, stall_s=3.0) as run:
-        dist, wheels, first = run.dist, run.wheels, run.process
+    with stalled_upload(stall_bytes=4096, stall_s=3.0) as run:
+        dist, wheels, index, first = run.dist, run.wheels, run.index, run.process
         holder = lock.read_holder(dist)
         assert holder is not None and holder.pid == first.pid
         start = time.monotonic()
@@ -467,10 +484,7 @@ def test_two_concurrent_runs_one_refuses_naming_the_other(
         assert "(`python -c " in message and "started 20" in message and "changed nothing" in message
         out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
-    assert sorted(json.loads(out)["uploaded"]) == sorted(
-        w.name for w in wheels
-    )  # all of them, the first run's
-    assert _on_index(index) == _expected(*wheels)
+    _assert_all_uploaded_by_this_run(json.loads(out)["uploaded"], wheels, index)  # the first run's: all
 
 
 def test_a_file_another_uploader_sent_meanwhile_is_not_counted_as_ours(

@@ -8,16 +8,16 @@ anything else. A wheel given to ``audit`` by path (a third party's) needs no bui
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers_proc import python_m, repo_env
+from helpers_repo import copy_example
 
 from release import records
 from release.core.hashing import sha256_file
@@ -31,14 +31,8 @@ pytestmark = pytest.mark.integration
 
 def _cli(cwd: Path, *args: str, dist: Path | None = None) -> subprocess.CompletedProcess[str]:
     extra = ["--dist", str(dist)] if dist is not None else []
-    return subprocess.run(
-        [sys.executable, "-m", "release", *args, "--policy", str(cwd / "rows.toml"), *extra],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=900,
+    return python_m(
+        "release", *args, "--policy", str(cwd / "rows.toml"), *extra, cwd=cwd, env=repo_env(), timeout=900
     )
 
 
@@ -53,13 +47,7 @@ class Chain:
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
     """The quickstart's flow for one row, each step a separate command as the nox sessions run it."""
-    repo = tmp_path_factory.mktemp("chain")
-    shutil.copytree(
-        ROOT / "examples" / "tinyaxpy",
-        repo / "examples" / "tinyaxpy",
-        ignore=shutil.ignore_patterns("build", "dist", "*.egg-info"),
-    )
-    shutil.copy2(ROOT / "rows.toml", repo / "rows.toml")
+    repo = copy_example(tmp_path_factory.mktemp("chain"), ignore_outputs=False)
     steps = {"build": _cli(repo, "build", ROW, "--backend", "host")}
     for step, args in (("audit", ()), ("smoke", ()), ("publish", ("--target", "rehearsal"))):
         steps[step] = _cli(repo, step, ROW, *args)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers_text import edited
 
 from release.resources.cuda import ResourceError, cuda, parse
 
@@ -38,9 +39,7 @@ def test_releases_know_their_ptx_isa_and_driver() -> None:
     ],
 )  # fmt: skip
 def test_a_broken_release_table_is_refused(edit: tuple[str, str], expected: str) -> None:
-    text = TABLE.read_text(encoding="utf-8")
-    assert edit[0] in text
     with pytest.raises(
         ResourceError, match=expected.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")
     ):
-        parse(text.replace(edit[0], edit[1], 1))
+        parse(edited(TABLE.read_text(encoding="utf-8"), edit))

@@ -299,6 +299,11 @@ def _wheel(path: Path, members: dict[str, tuple[bytes, int]]) -> None:
             zf.writestr(info, data)
 
 
+def _rewrite_unchanged(src: Path, out: Path) -> None:
+    """``rewrite`` asked for nothing: the dist-info kept, no renames, no replacements, no epoch."""
+    rewrite(src, out, dist_info="pkg-1.dist-info", renames={}, replace={}, epoch=None)
+
+
 def test_rewrite_is_deterministic_and_keeps_modes(tmp_path: Path) -> None:
     members = {
         "pkg-1.dist-info/METADATA": (b"Metadata-Version: 2.4\nName: pkg\nVersion: 1\n", 0o644),
@@ -336,14 +341,7 @@ def test_rewrite_is_deterministic_and_keeps_modes(tmp_path: Path) -> None:
         assert f"pkg/libk.so,{patched_hash},12" in record
         assert "RECORD.jws" not in record and "pkg-1.dist-info" not in record
     # no epoch: each member keeps its own time
-    rewrite(
-        tmp_path / "in.whl",
-        tmp_path / "keep.whl",
-        dist_info="pkg-1.dist-info",
-        renames={},
-        replace={},
-        epoch=None,
-    )
+    _rewrite_unchanged(tmp_path / "in.whl", tmp_path / "keep.whl")
     with zipfile.ZipFile(tmp_path / "keep.whl") as zf:
         assert zf.getinfo("pkg/libk.so").date_time == (2024, 5, 6, 7, 8, 10)
 
@@ -351,11 +349,4 @@ def test_rewrite_is_deterministic_and_keeps_modes(tmp_path: Path) -> None:
 def test_rewrite_refuses_a_hostile_member(tmp_path: Path) -> None:
     _wheel(tmp_path / "bad.whl", {"../evil.so": (b"x", 0o644), "pkg-1.dist-info/METADATA": (b"", 0o644)})
     with pytest.raises(InputError, match=r"member '../evil.so' has an empty, '.' or '..' part"):
-        rewrite(
-            tmp_path / "bad.whl",
-            tmp_path / "o.whl",
-            dist_info="pkg-1.dist-info",
-            renames={},
-            replace={},
-            epoch=None,
-        )
+        _rewrite_unchanged(tmp_path / "bad.whl", tmp_path / "o.whl")

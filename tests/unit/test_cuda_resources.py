@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers_text import edited
 
 from release.audit import loader
 from release.resources import cuda
@@ -129,10 +130,8 @@ def test_the_scan_sees_a_second_list() -> None:
     ],
 )  # fmt: skip
 def test_a_broken_table_is_refused_by_key(edit: tuple[str, str], expected: str) -> None:
-    text = TABLE.read_text(encoding="utf-8")
-    assert edit[0] in text
     with pytest.raises(ResourceError) as info:
-        parse(text.replace(edit[0], edit[1], 1))
+        parse(edited(TABLE.read_text(encoding="utf-8"), edit))
     assert expected in str(info.value)
     assert info.value.return_code == 3
     assert str(info.value).startswith("release/resources/cuda.toml: ")

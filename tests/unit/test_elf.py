@@ -221,19 +221,20 @@ def test_dynamic_links_to_missing_string_table(tmp_path: Path) -> None:
         read_elf(write(tmp_path, data))
 
 
-def test_bad_section_name_table_index(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("offset", "value", "message"),
+    [
+        (62, 40, "section name table index 40 is out of range"),
+        (58, 32, "section header entry size 32 is smaller than 64"),
+    ],
+    ids=["e_shstrndx-out-of-range", "e_shentsize-too-small"],
+)
+def test_bad_section_header_field(tmp_path: Path, offset: int, value: int, message: str) -> None:
+    """One 16-bit field of the ELF header (at ``offset``) set to a value the reader must refuse."""
     built = build_elf([(".text", SHT_PROGBITS, b"x")])
     data = bytearray(built.data)
-    struct.pack_into("<H", data, 62, 40)  # e_shstrndx
-    with pytest.raises(ElfError, match="section name table index 40 is out of range"):
-        read_elf(write(tmp_path, bytes(data)))
-
-
-def test_small_section_entry_size(tmp_path: Path) -> None:
-    built = build_elf([(".text", SHT_PROGBITS, b"x")])
-    data = bytearray(built.data)
-    struct.pack_into("<H", data, 58, 32)  # e_shentsize
-    with pytest.raises(ElfError, match="section header entry size 32 is smaller than 64"):
+    struct.pack_into("<H", data, offset, value)
+    with pytest.raises(ElfError, match=message):
         read_elf(write(tmp_path, bytes(data)))
 
 
