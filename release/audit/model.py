@@ -69,6 +69,13 @@ def fail(check: str, message: str, library: str | None = None, /, **details: obj
 _VARIANT_RE = re.compile(r"^cu(\d{2})(\d)$")
 
 
+# what a row and the claim its audit checks name alike (Row attribute = Expectation field)
+ROW_FIELDS = (
+    "variant", "train", "gpu_archs", "cuda_packages", "extra_variants", "platform_tag", "python_tag",
+    "python", "wheel_tags", "channels", "provided_libraries", "embedded_device_code",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Expectation:
     """What a wheel must match: a row of the policy, or a variant and arch list given by hand."""
@@ -130,28 +137,18 @@ class Expectation:
 
     @classmethod
     def from_row(cls, row: Row, *, max_wheel_mib: int | None = None) -> Expectation:
-        """The row's claim; a train's ``oldest_driver`` makes the predictions for that driver (checked at
-        load, so it parses here)."""
+        """The row's claim: the fields the two share (:data:`ROW_FIELDS`), its id, the index's file
+        limit; a train's ``oldest_driver`` makes the predictions for that driver (checked at load,
+        so it parses here)."""
         from release.resources.cuda import cuda
 
         driver = cuda().driver_named(row.oldest_driver) if row.oldest_driver else None
         return cls(
-            variant=row.variant,
-            train=row.train,
-            gpu_archs=row.gpu_archs,
-            cuda_packages=row.cuda_packages,
-            extra_variants=row.extra_variants,
-            platform_tag=row.platform_tag,
-            python_tag=row.python_tag,
+            **{name: getattr(row, name) for name in ROW_FIELDS},
             row_id=row.id,
             max_wheel_mib=max_wheel_mib,
-            python=row.python,
-            wheel_tags=row.wheel_tags,
-            channels=row.channels,
-            provided_libraries=row.provided_libraries,
             driver=driver,
             driver_source=f'train."{row.train}".oldest_driver = {row.oldest_driver}' if driver else None,
-            embedded_device_code=row.embedded_device_code,
         )
 
     @classmethod

@@ -27,18 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import make_builder_image as mbi
 from fetch_cuda12_debian import parse_deb822_sources, parse_one_line_sources
 
-from builder.recipe import (
-    Inputs,
-    PythonSource,
-    dpkg_owners,
-    ldd_paths,
-    nvcc_problem,
-    owning_packages,
-    parse_recipe,
-    pick_mirror,
-    pins_for,
-    standin_policy_text,
-)
+from builder import recipe as recipes
 from release.build.engine import detect_engine
 from release.core.errors import InputError, ToolError, WheelwrightError
 from release.core.proc import run
@@ -60,7 +49,7 @@ needs_engine = pytest.mark.skipif(
 
 
 def test_the_recipe_file_parses() -> None:
-    recipe = parse_recipe(RECIPE_TEXT, "recipe.toml")
+    recipe = recipes.parse_recipe(RECIPE_TEXT, "recipe.toml")
     assert recipe.name == "localhost/wheelwright-standin-builder"
     assert "g++" in recipe.debian_packages and recipe.helper_python == "3.9"
     assert "auditwheel==6.8.2" in recipe.tool_pins
@@ -81,19 +70,19 @@ def test_the_recipe_file_parses() -> None:
 )
 def test_a_bad_recipe_fails_naming_the_key(edit: tuple[str, str], message: str) -> None:
     with pytest.raises(InputError, match=r"recipe\.toml: ") as exc:
-        parse_recipe(edited(RECIPE_TEXT, edit), "recipe.toml")
+        recipes.parse_recipe(edited(RECIPE_TEXT, edit), "recipe.toml")
     assert message in str(exc.value)
 
 
 def test_pins_follow_their_markers() -> None:
-    recipe = parse_recipe(RECIPE_TEXT, "recipe.toml")
-    assert "tomli==2.5.0" in pins_for(recipe.python_pins, "3.10")
-    assert not any(p.startswith("tomli") for p in pins_for(recipe.python_pins, "3.11"))
+    recipe = recipes.parse_recipe(RECIPE_TEXT, "recipe.toml")
+    assert "tomli==2.5.0" in recipes.pins_for(recipe.python_pins, "3.10")
+    assert not any(p.startswith("tomli") for p in recipes.pins_for(recipe.python_pins, "3.11"))
 
 
-def _inputs(**changes: object) -> Inputs:
-    recipe = parse_recipe(RECIPE_TEXT, "recipe.toml")
-    base = Inputs(
+def _inputs(**changes: object) -> recipes.Inputs:
+    recipe = recipes.parse_recipe(RECIPE_TEXT, "recipe.toml")
+    base = recipes.Inputs(
         recipe=recipe,
         code_sha256="0" * 64,
         train="13.0",
@@ -103,7 +92,7 @@ def _inputs(**changes: object) -> Inputs:
         dpkg_arch="amd64",
         suite="bookworm",
         packages=("g++", "libssl3"),
-        pythons=(PythonSource("3.12.1", "3.12.1 (main) [GCC 12.2.0]", Path("/p/3.12.1")),),
+        pythons=(recipes.PythonSource("3.12.1", "3.12.1 (main) [GCC 12.2.0]", Path("/p/3.12.1")),),
         helper=None,
         ca_bundle_sha256=None,
         mirror="http://mirror.example/debian",
@@ -126,15 +115,16 @@ def test_the_key_covers_what_decides_the_contents_and_nothing_else() -> None:
         _inputs(packages=("g++",)),
         _inputs(suite="trixie"),
         _inputs(ca_bundle_sha256="ab" * 32),
-        _inputs(pythons=(PythonSource("3.12.2", "3.12.2 (main)", Path("/p/3.12.1")),)),
-        _inputs(helper=PythonSource("3.9.18", "3.9.18 (main)", Path("/p/3.9.18"))),
+        _inputs(pythons=(recipes.PythonSource("3.12.2", "3.12.2 (main)", Path("/p/3.12.1")),)),
+        _inputs(helper=recipes.PythonSource("3.9.18", "3.9.18 (main)", Path("/p/3.9.18"))),
     ]
     assert len({c.key for c in changed} | {base.key}) == len(changed) + 1
     # where things come from is recorded, not keyed: the same contents from another mirror
     same = _inputs(mirror="http://other.example/debian", ca_bundle="/elsewhere.crt")
     assert same.key == base.key
     assert (
-        _inputs(pythons=(PythonSource("3.12.1", "3.12.1 (main) [GCC 12.2.0]", Path("/x")),)).key == base.key
+        _inputs(pythons=(recipes.PythonSource("3.12.1", "3.12.1 (main) [GCC 12.2.0]", Path("/x")),)).key
+        == base.key
     )
 
 
@@ -164,14 +154,14 @@ def test_the_mirror_is_the_source_serving_the_suite_with_main() -> None:
         *parse_one_line_sources("deb https://packages.example/apt cloud-sdk-bookworm main\n", "a.list"),
         *parse_deb822_sources(SOURCES_822, "debian.sources"),
     ]
-    chosen = pick_mirror(sources, "bookworm")
+    chosen = recipes.pick_mirror(sources, "bookworm")
     assert chosen.uri == "http://deb.debian.org/debian"
     assert chosen.signed_by == "/usr/share/keyrings/debian-archive-keyring.gpg"
     with pytest.raises(InputError, match=r"no apt source serves trixie main .*debian.sources"):
-        pick_mirror(sources, "trixie")
+        recipes.pick_mirror(sources, "trixie")
     contrib_only = parse_one_line_sources("deb http://deb.example/debian bookworm contrib\n", "c.list")
     with pytest.raises(InputError, match="no apt source serves bookworm main"):
-        pick_mirror(contrib_only, "bookworm")
+        recipes.pick_mirror(contrib_only, "bookworm")
 
 
 def test_ldd_output_gives_paths_and_a_missing_library_is_an_error() -> None:
@@ -181,41 +171,45 @@ def test_ldd_output_gives_paths_and_a_missing_library_is_an_error() -> None:
         "\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f2a)\n"
         "\t/lib64/ld-linux-x86-64.so.2 (0x00007f2a)\n"
     )
-    assert ldd_paths(text, "_ssl.so") == (
+    assert recipes.ldd_paths(text, "_ssl.so") == (
         "/lib/x86_64-linux-gnu/libssl.so.3",
         "/lib/x86_64-linux-gnu/libc.so.6",
     )
     with pytest.raises(ToolError, match=r"_ssl.so: libssl.so.3 => not found"):
-        ldd_paths("\tlibssl.so.3 => not found\n", "_ssl.so")
+        recipes.ldd_paths("\tlibssl.so.3 => not found\n", "_ssl.so")
 
 
 def test_library_owners_come_from_dpkg_including_the_merged_usr_twin() -> None:
-    owners = dpkg_owners(
+    owners = recipes.dpkg_owners(
         "libssl3:amd64: /usr/lib/x86_64-linux-gnu/libssl.so.3\n"
         "libc6:amd64: /lib/x86_64-linux-gnu/libc.so.6\n"
         "dpkg-query: no path found matching pattern /usr/lib/x86_64-linux-gnu/libc.so.6\n"
     )
     libs = ["/usr/lib/x86_64-linux-gnu/libssl.so.3", "/usr/lib/x86_64-linux-gnu/libc.so.6"]
-    assert owning_packages(libs, owners) == ("libc6", "libssl3")
+    assert recipes.owning_packages(libs, owners) == ("libc6", "libssl3")
     with pytest.raises(ToolError, match=r"/opt/odd/libodd.so.1 .* belongs to no Debian package"):
-        owning_packages(["/opt/odd/libodd.so.1"], owners)
+        recipes.owning_packages(["/opt/odd/libodd.so.1"], owners)
 
 
 def test_nvcc_must_be_the_trains_exact_release() -> None:
     text = "Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n"
-    assert nvcc_problem(text, "13.0", "13.0.88") is None
+    assert recipes.nvcc_problem(text, "13.0", "13.0.88") is None
     assert (
-        nvcc_problem(text, "13.2", "13.2.86")
+        recipes.nvcc_problem(text, "13.2", "13.2.86")
         == "nvcc is CUDA 13.0 (V13.0.88), the train needs 13.2 (V13.2.86)"
     )
-    assert "names no release" in (nvcc_problem("bash: nvcc: command not found", "13.0", "13.0.88") or "")
+    assert "names no release" in (
+        recipes.nvcc_problem("bash: nvcc: command not found", "13.0", "13.0.88") or ""
+    )
 
 
 def test_the_standin_policy_replaces_exactly_one_trains_image(tmp_path: Path) -> None:
     text = (ROOT / "rows.toml").read_text(encoding="utf-8")
     out = tmp_path / "rows.toml"
     out.write_text(
-        standin_policy_text(text, "pytorch/manylinux2_28-builder:cuda13.0", "localhost/x:1", "rows.toml")
+        recipes.standin_policy_text(
+            text, "pytorch/manylinux2_28-builder:cuda13.0", "localhost/x:1", "rows.toml"
+        )
     )
     rows = rows_by_id(out)
     original = rows_by_id()
@@ -223,10 +217,12 @@ def test_the_standin_policy_replaces_exactly_one_trains_image(tmp_path: Path) ->
     changed = {i for i in rows if rows[i] != original[i]}
     assert changed == {i for i in rows if i.startswith("cu130-") and i.endswith("x86_64")}
     with pytest.raises(InputError, match="appears 0 times"):
-        standin_policy_text(text, "pytorch/nope:cuda13.0", "localhost/x:1", "rows.toml")
+        recipes.standin_policy_text(text, "pytorch/nope:cuda13.0", "localhost/x:1", "rows.toml")
     twice = text.replace("pytorch/manylinux2_28-builder:cuda13.2", "pytorch/manylinux2_28-builder:cuda13.0")
     with pytest.raises(InputError, match="appears 2 times"):
-        standin_policy_text(twice, "pytorch/manylinux2_28-builder:cuda13.0", "localhost/x:1", "rows.toml")
+        recipes.standin_policy_text(
+            twice, "pytorch/manylinux2_28-builder:cuda13.0", "localhost/x:1", "rows.toml"
+        )
 
 
 def test_a_train_without_a_pypi_toolchain_has_no_standin() -> None:
