@@ -39,13 +39,7 @@ import pytest
 
 from release.audit.elf import read_elf
 from release.audit.fatbin import all_entries, has_device_code
-from release.build.isolated import (
-    base_constraints,
-    ensure_build_env,
-    env_spec,
-    read_build_system,
-    read_constraints,
-)
+from release.build import isolated
 from release.build.python import find_python
 from release.core.machine import default_cache_dir
 from release.policy.load import load_policy
@@ -357,11 +351,14 @@ def torch_python() -> str:
     requires = _build_requires(TORCHEXT)
     assert "torch==2.14.1" in requires
     python = find_python("3.11", env=os.environ)  # the torchsaxpy policy's one Python
-    system = read_build_system(TORCHEXT)
-    spec = env_spec(
-        python, system.requires, read_constraints([base_constraints()]), default_cache_dir(os.environ)
+    system = isolated.read_build_system(TORCHEXT)
+    spec = isolated.env_spec(
+        python,
+        system.requires,
+        isolated.read_constraints([isolated.base_constraints()]),
+        default_cache_dir(os.environ),
     )
-    ensure_build_env(spec, system, env=os.environ, row_id="torchsaxpy standalone")
+    isolated.ensure_build_env(spec, system, env=os.environ, row_id="torchsaxpy standalone")
     return str(spec.interpreter)
 
 
