@@ -26,7 +26,7 @@ from dataclasses import replace
 from release.audit.cubin import PREFIX, DecodeError, cubin_target, is_cubin_header, unit_facts
 from release.audit.elf import ElfError, ElfInfo, read_elf
 from release.audit.elf_symbols import STT_FUNC, lookup, undefined_symbols
-from release.audit.embedded import find_embedded
+from release.audit.embedded import EmbeddedImage, find_embedded
 from release.audit.fatbin import (
     Fatbinary,
     FatbinEntry,
@@ -53,8 +53,9 @@ def _variant(text: str) -> Variant:
     return "a" if text == "a" else "f" if text == "f" else ""
 
 
-def inspect_member(member: Member) -> Library | None:
-    """A :class:`Library` for an extracted ELF file, ``.so``-named file or device code file, else None."""
+def inspect_member(member: Member, *, embedded: bool = True) -> Library | None:
+    """A :class:`Library` for an extracted ELF file, ``.so``-named file or device code file, else None.
+    ``embedded=False``: without the scan for device code embedded as data (:func:`scan_embedded`)."""
     if member.path is None or member.kind != "file":
         return None
     name = member.name.rsplit("/", 1)[-1]
@@ -73,7 +74,8 @@ def inspect_member(member: Member) -> Library | None:
     defines = frozenset(name for name, sym in found.items() if sym.defined and sym.type == STT_FUNC)
     lib = Library(member.name, member.path, member.sha256, info, None, False, (), None, defines)
     try:
-        lib = replace(lib, embedded=find_embedded(member.path, info))
+        if embedded:
+            lib = replace(lib, embedded=find_embedded(member.path, info))
         if not has_device_code(member.path, info):
             return lib
         fatbins = read_fatbins(member.path, info)
@@ -86,6 +88,29 @@ def inspect_member(member: Member) -> Library | None:
         needs = sorted(s.name for s in undefined_symbols(member.path) if s.name.startswith(LINKED_BINARY))
         lib = replace(lib, link_needs=tuple(needs))
     return lib
+
+
+Scanned = tuple[EmbeddedImage, ...] | str | None  # the images; the error that stopped the scan; not scanned
+
+
+def scan_embedded(member: Member, lib: Library | None) -> Scanned:
+    """The embedded-image scan :func:`inspect_member` skips with ``embedded=False``, for its result ``lib``."""
+    if lib is None or lib.elf is None or lib.device_file is not None or member.path is None:
+        return None  # not a host library: inspect_member does not scan it either
+    try:
+        return find_embedded(member.path, lib.elf)
+    except (FatbinError, ElfError, OSError) as exc:
+        return _short(exc, member)
+
+
+def with_embedded(member: Member, lib: Library | None, scanned: Scanned) -> Library | None:
+    """``inspect_member(member)`` from ``lib = inspect_member(member, embedded=False)`` and its scan."""
+    if lib is None or scanned is None:
+        return lib
+    if isinstance(scanned, str):  # inspect_member scans first: its error stops the rest, as there
+        base = Library(member.name, lib.file, member.sha256, lib.elf, None, False, (), None, lib.defines)
+        return replace(base, has_device_code=True, fatbin_error=scanned)
+    return replace(lib, embedded=scanned)
 
 
 def _with_units(lib: Library) -> Library:
@@ -193,27 +218,40 @@ def _threads() -> int:
 
 class Inspector:
     """Inspects each file as the extraction pass finishes it (:meth:`submit` is ``open_wheel``'s
-    ``on_extracted``), so reading a library overlaps unpacking the rest of the wheel."""
+    ``on_extracted``), so reading a library overlaps unpacking the rest of the wheel. The scan for
+    embedded images is a task of its own (``memmem``, without the GIL): :meth:`libraries` with
+    ``embedded=False`` does not wait for it, so the platform analysis can run beside it."""
 
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="inspect")
-        self._futures: dict[str, Future[Library | None]] = {}
+        self._futures: dict[str, tuple[Future[Library | None], Future[Scanned]]] = {}
         self._lock = threading.Lock()
+        # an embedded scan stopped on an error: the libraries differ beyond ``embedded``
+        self.scan_failed = False
 
     def submit(self, member: Member) -> None:
-        future = self._pool.submit(inspect_member, member)
+        quick = self._pool.submit(inspect_member, member, embedded=False)
+        scan = self._pool.submit(lambda: scan_embedded(member, quick.result()))
         with self._lock:
-            self._futures[member.name] = future
+            self._futures[member.name] = (quick, scan)
 
-    def libraries(self, wheel: WheelFile) -> tuple[Library, ...]:
-        """Every inspected file of the wheel, in member order (files not submitted are inspected now)."""
+    def libraries(self, wheel: WheelFile, *, embedded: bool = True) -> tuple[Library, ...]:
+        """Every inspected file of the wheel, in member order (files not submitted are inspected now);
+        ``embedded=False``: without the embedded images (the rest as with them, unless ``scan_failed``)."""
         libs: list[Library] = []
         for member in wheel.members:
             if member.path is None or member.kind != "file":
                 continue
             with self._lock:
-                future = self._futures.get(member.name)
-            lib = future.result() if future is not None else inspect_member(member)
+                futures = self._futures.get(member.name)
+            if futures is None:
+                lib = inspect_member(member)
+            else:
+                lib = futures[0].result()
+                if embedded:
+                    scanned = futures[1].result()
+                    self.scan_failed |= isinstance(scanned, str)
+                    lib = with_embedded(member, lib, scanned)
             if lib is not None:
                 libs.append(lib)
         return tuple(_resolve_link_needs(libs))

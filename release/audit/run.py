@@ -200,20 +200,22 @@ def audit_wheel(
             if expectation.runs("cpp_consumer"):  # it needs only the headers and each library's ELF header
                 cpp_future = pool.submit(_cpp_consumer, wheel, expectation, early)
             t = time.perf_counter()
-            libs = inspector.libraries(wheel)
+            claimed = expectation
+            # the platform analysis needs no embedded images: it starts while they are searched for
+            libs = inspector.libraries(wheel, embedded=False)
             timings["inspect"] = time.perf_counter() - t
+            expectation = standalone.resolve(claimed, Contents(wheel, libs))
+            abi_future = _start_abi(pool, wheel, libs, expectation)
+            t = time.perf_counter()
+            libs = inspector.libraries(wheel)
+            timings["embedded_wait"] = time.perf_counter() - t
             contents = Contents(wheel, libs)
-            expectation = standalone.resolve(expectation, contents)
+            if inspector.scan_failed:  # a library's inspection stopped at its scan: start again from it
+                expectation = standalone.resolve(claimed, contents)
+                if abi_future is not None:
+                    abi_future.cancel()
+                abi_future = _start_abi(pool, wheel, libs, expectation)
             runs = [name for name in CHECK_FUNCTIONS if expectation.runs(name)]
-            abi_future = None
-            if "hygiene" in runs:
-                host = [lib for lib in libs if lib.device_file is None]
-                abi_future = pool.submit(
-                    _abi,
-                    wheel,
-                    host,
-                    (*loader.exclusion_patterns(expectation.cuda_packages), *expectation.provided_libraries),
-                )
             findings: dict[str, list[Finding]] = {}
             for name in runs:
                 if name in ("hygiene", "cpp_consumer"):
@@ -315,6 +317,17 @@ def _cpp_consumer(
                 continue
             libs.append(Library(member.name, member.path, member.sha256, info, None, False, (), None))
     return cpp_consumer.check(Contents(wheel, tuple(libs)), expectation, prepared), time.perf_counter() - t
+
+
+def _start_abi(
+    pool: ThreadPoolExecutor, wheel: WheelFile, libs: Sequence[Library], expectation: Expectation
+) -> Future[AbiReport] | None:
+    """The platform analysis of the host libraries, in ``pool``, when the hygiene check runs."""
+    if not expectation.runs("hygiene"):
+        return None
+    host = [lib for lib in libs if lib.device_file is None]
+    exclude = (*loader.exclusion_patterns(expectation.cuda_packages), *expectation.provided_libraries)
+    return pool.submit(_abi, wheel, host, exclude)
 
 
 def _abi(wheel: WheelFile, host: list[Library], exclude: tuple[str, ...]) -> AbiReport:

@@ -494,22 +494,21 @@ def _largest_device_library(tmp_path: Path) -> Path:
     return _extract(max(candidates, key=lambda m: m.size), tmp_path)
 
 
-def test_header_only_read_is_fast_and_small(tmp_path: Path) -> None:
+def test_header_only_read_is_small(tmp_path: Path) -> None:
+    """Reading a big library's fatbins reads headers, not payloads: memory stays bounded. (Its
+    speed is measured in benchmarks/, never timed in a test.)"""
     lib = _largest_device_library(tmp_path)
     code = (
-        "import resource, sys, time\n"
+        "import resource, sys\n"
         "from release.audit.fatbin import read_fatbins\n"
-        "t = time.perf_counter()\n"
         "fbs = read_fatbins(sys.argv[1])\n"
-        "dt = time.perf_counter() - t\n"
         "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "print(dt, rss, sum(len(f.entries) for f in fbs))\n"
+        "print(rss, sum(len(f.entries) for f in fbs))\n"
     )
     root = Path(__file__).resolve().parents[2]
     out = proc.run([sys.executable, "-c", code, lib], cwd=root).stdout.split()
-    seconds, rss_kib, entries = float(out[0]), int(out[1]), int(out[2])
+    rss_kib, entries = int(out[0]), int(out[1])
     assert entries > 0
-    assert seconds < 1.0, f"read_fatbins took {seconds:.2f} s on {lib.name}"
     assert rss_kib < 400 * 1024, f"read_fatbins peaked at {rss_kib / 1024:.0f} MiB on {lib.name}"
 
 
