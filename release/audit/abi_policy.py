@@ -13,10 +13,15 @@ held to, and why a tag is dishonest.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib.util
+import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -92,8 +97,10 @@ class ExternalReference:
     policy: PlatformPolicy
 
 
-@functools.cache
-def _load(libc: str, arch: str, android_wheel: str | None) -> Policies:
+CACHE_FORMAT = 1  # the layout of a cached policies file; a change makes new file names
+
+
+def _from_auditwheel(libc: str, arch: str, android_wheel: str | None) -> Policies:
     from pathlib import Path
 
     from auditwheel.architecture import Architecture
@@ -116,6 +123,96 @@ def _load(libc: str, arch: str, android_wheel: str | None) -> Policies:
             for p in policies
         )
     )
+
+
+def to_data(policies: Policies) -> list[dict[str, Any]]:
+    """The policies as JSON data, every set sorted (pure)."""
+    return [
+        {
+            "name": p.name,
+            "aliases": list(p.aliases),
+            "priority": p.priority,
+            "symbol_versions": {k: sorted(v) for k, v in sorted(p.symbol_versions.items())},
+            "whitelist": sorted(p.whitelist),
+            "blacklist": {k: sorted(v) for k, v in sorted(p.blacklist.items())},
+        }
+        for p in policies
+    ]
+
+
+def from_data(data: object) -> Policies:
+    """:func:`to_data`'s output back (pure); ValueError for anything else."""
+
+    def strings(value: object) -> list[str]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError("expected a list of strings")
+        return value
+
+    def table(value: object) -> dict[str, frozenset[str]]:
+        if not isinstance(value, dict):
+            raise ValueError("expected a table")
+        return {str(k): frozenset(strings(v)) for k, v in value.items()}
+
+    if not isinstance(data, list) or not data:
+        raise ValueError("expected a list of policies")
+    out = []
+    for item in data:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise ValueError("a policy without a name")
+        priority = item.get("priority")
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise ValueError("a policy without an integer priority")
+        out.append(
+            PlatformPolicy(
+                name=item["name"],
+                aliases=tuple(strings(item.get("aliases"))),
+                priority=priority,
+                symbol_versions=table(item.get("symbol_versions")),
+                whitelist=frozenset(strings(item.get("whitelist"))),
+                blacklist=table(item.get("blacklist")),
+            )
+        )
+    return Policies(tuple(out))
+
+
+def cache_file(libc: str, arch: str, cache_dir: Path) -> Path | None:
+    """Where the frozen policies of this auditwheel release (by its installed distribution's
+    version, found without importing it) are kept; None when it cannot be told."""
+    spec = importlib.util.find_spec("auditwheel")
+    if spec is None or spec.origin is None:
+        return None
+    dists = sorted(Path(spec.origin).parent.parent.glob("auditwheel-*.dist-info"))
+    if len(dists) != 1:
+        return None
+    version = dists[0].name[len("auditwheel-") : -len(".dist-info")]
+    return cache_dir / "auditwheel-policies" / f"v{CACHE_FORMAT}-auditwheel-{version}-{libc}-{arch}.json"
+
+
+@functools.cache
+def _load(libc: str, arch: str, android_wheel: str | None) -> Policies:
+    """auditwheel's policies, frozen; from the cache file of this auditwheel release when there is
+    a readable one (importing auditwheel's policies costs about 0.1 s of CPU, reading them 2 ms),
+    else from auditwheel, then cached. A file that does not parse is replaced, never trusted."""
+    if android_wheel is not None:
+        return _from_auditwheel(libc, arch, android_wheel)
+    from release.core.machine import default_cache_dir
+
+    path = cache_file(libc, arch, default_cache_dir(os.environ))
+    if path is not None:
+        try:
+            return from_data(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            pass
+    policies = _from_auditwheel(libc, arch, None)
+    if path is not None:
+        from release.core.errors import StepFailed
+        from release.core.files import write_atomic
+
+        with contextlib.suppress(StepFailed):  # an unwritable cache only costs the next audit the import
+            write_atomic(
+                path, json.dumps(to_data(policies), sort_keys=True), what="the policies cache", parents=True
+            )
+    return policies
 
 
 def policies_of(libc: str, arch: str, wheel_name: str | None = None) -> Policies:
