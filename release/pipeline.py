@@ -392,8 +392,9 @@ def check_installs(
 
 
 def _newest(row: Row) -> str:
-    """The newest Python a row's wheel serves: the one the install checks resolve for."""
-    return max(row.pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
+    """The newest Python a row's wheel serves (:attr:`Row.pythons` is oldest first): the one the
+    install checks resolve for."""
+    return row.pythons[-1]
 
 
 def _run_checks(

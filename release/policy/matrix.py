@@ -17,6 +17,7 @@ from typing import Any
 from release.core.errors import InputError, SelectionError
 from release.policy.archs import Arch, cmake_cuda_architectures, torch_cuda_arch_list
 from release.policy.model import CudaPackage, Policy, Train, WheelTags
+from release.policy.versions import version_key
 from release.resources import cuda
 
 CPU_IMAGE = "default"  # cibuildwheel's own pinned manylinux image
@@ -52,7 +53,8 @@ class Row:
 
     @property
     def pythons(self) -> tuple[str, ...]:
-        """The Pythons the smoke step tests this row's wheel with: every Python it serves."""
+        """The Pythons the smoke step tests this row's wheel with: every Python it serves, oldest
+        first (:func:`build_pythons` orders them)."""
         return self.serves_pythons or (self.python,)
 
     @property
@@ -182,7 +184,7 @@ def build_pythons(wheel_tags: WheelTags, pythons: tuple[str, ...]) -> tuple[tupl
     the oldest (an abi3 tag names the oldest CPython it serves), and smoke-tested on each."""
     if wheel_tags == "cpython":
         return tuple((py, ()) for py in pythons)
-    ordered = tuple(sorted(pythons, key=lambda v: tuple(int(x) for x in v.split("."))))
+    ordered = tuple(sorted(pythons, key=version_key))
     return ((ordered[0], ordered),)
 
 
@@ -347,10 +349,7 @@ def pick_pr_row(rows: tuple[Row, ...], platform: str, offered: Offered | None = 
 
     def preference(r: Row) -> tuple[tuple[int, ...], tuple[int, ...]]:
         assert r.train is not None
-        return (
-            tuple(int(x) for x in r.train.split(".")),
-            tuple(int(x) for x in r.python.split(".")),
-        )
+        return version_key(r.train), version_key(r.python)
 
     return max(candidates, key=preference)
 

@@ -19,7 +19,7 @@ from packaging.version import Version
 from release.policy.archs import Arch, ArchSyntaxError, parse_arch
 from release.policy.checker import Checker, brief, join, kind
 from release.policy.model import MANYLINUX_ARCHS, SCHEMA, CudaPackage, Train
-from release.policy.versions import name_problem, train_variant
+from release.policy.versions import name_problem, train_variant, version_key
 from release.resources.cuda import cuda
 
 NVCC_PACKAGE = "nvidia-cuda-nvcc"
@@ -181,7 +181,7 @@ def load_train(
             driver = cuda().driver_named(oldest_driver)
         except ValueError as exc:
             raise c.fail(f"{where}.oldest_driver", str(exc)) from None
-        if driver.version > tuple(int(x) for x in version.split(".")):
+        if driver.version > version_key(version):
             raise c.fail(
                 f"{where}.oldest_driver",
                 f"CUDA {driver.label} is newer than the train ({version}): its own driver runs its wheels; "

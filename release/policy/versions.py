@@ -89,6 +89,11 @@ def train_problem(text: str) -> str | None:
     return None
 
 
+def version_key(version: str) -> tuple[int, ...]:
+    """``3.10`` -> ``(3, 10)``: a valid Python or CUDA version as numbers, to order by (pure)."""
+    return tuple(int(x) for x in version.split("."))
+
+
 def train_variant(version: str) -> str:
     """``13.0`` -> ``cu130``: the variant name a train must use. ``version`` must be valid."""
     m = _TRAIN_RE.match(version)
