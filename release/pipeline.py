@@ -31,6 +31,7 @@ from release.core.errors import CheckFailed, InputError, StepFailed, ToolError, 
 from release.core.proc import run
 from release.policy.matrix import Row
 from release.policy.model import Policy
+from release.policy.versions import version_key
 from release.schedule import prepare_shared, run_rows
 from release.summary import STEPS, failure_block, first_line, row_title, step_line
 
@@ -377,7 +378,7 @@ def check_installs(
         rows = [r for r in todo if r.row.variant == variant]
         if variant == "cpu" or stand_in is None or not rows:
             continue
-        rep = max(rows, key=lambda r: _newest(r.row))
+        rep = max(rows, key=lambda r: version_key(_newest(r.row)))
         block.append(
             f"  checked with Python {_newest(rep.row)} against the published indexes"
             + (f", {stand_in} standing in for {default}:" if stand_in != default else ":")

@@ -15,11 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from release.core.errors import StepFailed  # noqa: E402
+from release.core.proc import Result, run  # noqa: E402
+
 WHEELS = ROOT / "tests" / "fixtures" / "wheels"
 # what a failure must say, per case predicted to fail (the CUDA error, or the loader's)
 TOKENS = {"b": "NoKernelImage", "f": "UnsupportedPtx", "g": "undefined symbol"}
@@ -43,7 +47,10 @@ def main() -> int:
             "--policy", str(WHEELS / case["policy"]),
             "--wheelhouse", str(Path(args.wheelhouse).resolve()),
         ]  # fmt: skip
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, timeout=900)
+        try:  # the core wrapper: a timeout kills the whole process group (pip, the probe)
+            done = run(command, cwd=ROOT, check=False, timeout=900, step=f"GPU truth case {case['case']}")
+        except StepFailed as exc:  # timed out: a row of its own, the other cases still run
+            done = Result(tuple(command), 124, "", str(exc))
         said = done.stdout + done.stderr
         ran = done.returncode == 0 and "no GPU here" not in said
         predicted_runs = case["predicted"].startswith("runs")

@@ -98,6 +98,7 @@ class ExternalReference:
 
 
 CACHE_FORMAT = 1  # the layout of a cached policies file; a change makes new file names
+CACHE_CAP = 16 << 20  # a cached policies file is about 100 KiB; a bigger one is not ours
 
 
 def _from_auditwheel(libc: str, arch: str, android_wheel: str | None) -> Policies:
@@ -193,15 +194,18 @@ def _load(libc: str, arch: str, android_wheel: str | None) -> Policies:
     """auditwheel's policies, frozen; from the cache file of this auditwheel release when there is
     a readable one (importing auditwheel's policies costs about 0.1 s of CPU, reading them 2 ms),
     else from auditwheel, then cached. A file that does not parse is replaced, never trusted."""
-    if android_wheel is not None:
+    if android_wheel is not None or libc != "glibc":  # musl's policies depend on the host's own musl
         return _from_auditwheel(libc, arch, android_wheel)
     from release.core.machine import default_cache_dir
 
     path = cache_file(libc, arch, default_cache_dir(os.environ))
     if path is not None:
         try:
-            return from_data(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
+            with path.open("rb") as f:
+                raw = f.read(CACHE_CAP + 1)
+            if len(raw) <= CACHE_CAP:
+                return from_data(json.loads(raw))
+        except (OSError, ValueError, RecursionError):
             pass
     policies = _from_auditwheel(libc, arch, None)
     if path is not None:

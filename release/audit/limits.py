@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import math
 import os
 import resource
 import select
@@ -402,7 +403,7 @@ def _exits_within(popen: subprocess.Popen[bytes], seconds: float) -> bool:
     try:
         poller = select.poll()
         poller.register(fd, select.POLLIN)
-        if not poller.poll(max(0, int(seconds * 1000))):
+        if not poller.poll(-1 if math.isinf(seconds) else min(max(0, int(seconds * 1000)), 2**31 - 1)):
             return False
     finally:
         os.close(fd)

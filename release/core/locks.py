@@ -38,7 +38,7 @@ def exclusive(lock: Path, *, holder: str, waiting: Callable[[str], None] | None 
         except BlockingIOError:
             f.seek(0)
             if waiting is not None:
-                waiting(f.read().strip())
+                waiting(f.read(4096).strip())
             fcntl.flock(f, fcntl.LOCK_EX)
         try:
             f.seek(0)
@@ -79,8 +79,8 @@ def install_once(
         try:
             fill(tmp)
             if final.exists() or final.is_symlink():
-                stale = final.with_name(f".{final.name}.stale-{os.getpid()}")
-                final.rename(stale)
+                stale = Path(tempfile.mkdtemp(prefix=f".{final.name}.stale-", dir=final.parent))
+                final.rename(stale / "old")  # a fresh name: a leftover of a killed run never blocks it
                 shutil.rmtree(stale, ignore_errors=True)
             tmp.rename(final)
         except BaseException:

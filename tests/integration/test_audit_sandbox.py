@@ -3,6 +3,7 @@ reaches the tool (a tool past it fails, one inside it passes), from a parent wit
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 import signal
@@ -130,3 +131,12 @@ def test_a_relative_tool_runs_from_cwd(tmp_path: Path) -> None:
     script.chmod(0o755)
     ran = run_limited(["./tool"], cwd=tmp_path)
     assert ran.ok and ran.stdout.strip() == f"ran in {tmp_path}"
+
+
+@pytest.mark.parametrize("wall", [math.inf, 30 * 24 * 3600.0])
+def test_a_wall_limit_past_what_poll_takes_still_runs_the_tool(tmp_path: Path, wall: float) -> None:
+    """poll(2) takes at most 2**31-1 ms: a longer (or no) wall limit must not crash the wait."""
+    ran = run_limited(
+        [sys.executable, "-c", "print('ran')"], cwd=tmp_path, sandbox=Sandbox(wall_seconds=wall)
+    )
+    assert ran.returncode == 0 and ran.stdout.strip() == "ran"

