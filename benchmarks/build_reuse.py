@@ -36,10 +36,9 @@ from release.build.isolated import (  # noqa: E402
     read_build_system,
     read_constraints,
 )
-from release.build.python import find_python  # noqa: E402
 from release.build.run import build_row  # noqa: E402
 from release.build.toolchain import resolve_toolchain  # noqa: E402
-from release.core.machine import default_cache_dir, host_platform  # noqa: E402
+from release.core.machine import default_cache_dir, find_python, host_platform  # noqa: E402
 from release.policy.load import load_policy  # noqa: E402
 from release.policy.matrix import Row, expand  # noqa: E402
 

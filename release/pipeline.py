@@ -86,7 +86,7 @@ def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path)
 
     if row.platform != host:
         return f"this machine is {host}; {row.platform} rows build on {row.platform} runners"
-    from release.build.python import find_python
+    from release.core.machine import find_python
 
     try:
         for python in row.pythons:  # the build's, and each the smoke step tests the wheel with
@@ -407,7 +407,7 @@ def _run_checks(
     jobs: int,
 ) -> list[str]:
     """Ask pip and uv (in parallel) which wheel each case picks; a ✓ or ✗ line for each."""
-    from release.build.python import find_python
+    from release.core.machine import find_python
     from release.smoke.resolve import find_uv, picked, resolution_problem
 
     uv: Path | None = None

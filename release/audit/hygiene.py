@@ -30,7 +30,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from release.audit.cuda_identity import Identity, identify, identify_name
 from release.audit.limits import first_few
 from release.audit.model import AbiReport, Contents, Expectation, Finding, Member, fail, ok
-from release.policy.matrix import python_tag_matches
+from release.policy.versions import python_tag_matches
 from release.resources.cuda import stem
 
 CHECK = "hygiene"

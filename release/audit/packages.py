@@ -16,7 +16,6 @@ fails). CPU wheel: no CUDA package at all.
 from __future__ import annotations
 
 import email.parser
-import email.policy
 import re
 from dataclasses import dataclass
 
@@ -46,7 +45,7 @@ class Declared:
 
 def declared_requirements(metadata: str) -> tuple[list[Declared], list[str]]:
     """Requirements a plain ``pip install`` installs, and the lines that do not parse."""
-    message = email.parser.Parser(policy=email.policy.compat32).parsestr(metadata)
+    message = email.parser.Parser().parsestr(metadata)  # compat32, its default policy
     good: list[Declared] = []
     bad: list[str] = []
     for line in message.get_all("Requires-Dist") or []:

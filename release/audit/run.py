@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
@@ -52,8 +53,10 @@ from release.audit.model import (
 )
 from release.audit.wheel import open_wheel
 from release.core.errors import InputError, WheelwrightError
-from release.policy.matrix import Row
-from release.policy.model import Policy
+
+if TYPE_CHECKING:
+    from release.policy.matrix import Row
+    from release.policy.model import Policy
 
 __all__ = ["CHECK_FUNCTIONS", "audit_wheel", "expectation_for_wheel"]
 

@@ -39,12 +39,12 @@ from release.build.isolated import BuildSystem, EnvSpec, ensure_build_env, env_s
 from release.build.job import RowJob
 from release.build.output import finish_wheel
 from release.build.plan import BuildPlan, Command
-from release.build.python import PythonInfo
 from release.build.toolchain import Toolchain
 from release.core import proc
 from release.core.errors import StepFailed
 from release.core.locks import exclusive
 from release.core.log import detail, say
+from release.core.machine import PythonInfo
 from release.core.pip import NO_PIP_CONFIG
 from release.policy.matrix import Row
 

@@ -22,9 +22,7 @@ Pure: :func:`read_build_system`'s validation, :func:`merge_constraints`, :func:`
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import importlib.resources
 import json
@@ -33,17 +31,18 @@ import re
 import shutil
 import sys
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from release.build.python import PythonInfo
 from release.core import proc
 from release.core.errors import InputError, StepFailed
+from release.core.locks import exclusive
 from release.core.log import detail, say
+from release.core.machine import PythonInfo
 from release.core.pip import NO_PIP_CONFIG
 
 MARKER = "wheelwright-build-env.json"
@@ -304,21 +303,6 @@ def env_ready(spec: EnvSpec) -> bool:
     )
 
 
-@contextlib.contextmanager
-def _locked(lock_path: Path, what: str, row_id: str) -> Iterator[None]:
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say(row_id, f"waiting for another wheelwright process to finish {what}")
-            fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def _pip_list(spec: EnvSpec, env: Mapping[str, str]) -> dict[str, str]:
     result = proc.run(
         [sys.executable, "-m", "pip", "--python", spec.interpreter, "list", "--format=json"],
@@ -333,7 +317,12 @@ def ensure_build_env(spec: EnvSpec, system: BuildSystem, *, env: Mapping[str, st
     """Make ``spec``'s environment unless a complete one is there; under a lock, at its final path."""
     if env_ready(spec):
         return spec
-    with _locked(spec.folder.with_name(spec.folder.name + ".lock"), f"making {spec.folder}", row_id):
+    what = f"making {spec.folder}"
+    with exclusive(
+        spec.folder.with_name(spec.folder.name + ".lock"),  # <folder>.lock, as every release took it
+        holder=f"row {row_id}: {what}",
+        waiting=lambda _held: say(row_id, f"waiting for another wheelwright process to finish {what}"),
+    ):
         if env_ready(spec):
             return spec
         say(row_id, f"making the isolated build environment {spec.folder}: {', '.join(spec.requires)}")

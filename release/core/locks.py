@@ -5,7 +5,7 @@ another process holds it, and writes its holder into the file so that a waiting 
 say whom it waits for. The kernel drops the lock when its holder dies (``kill -9`` included),
 so a stale lock file never blocks anyone.
 
-:func:`install_once` fills a cache folder (a PyPI toolchain, patchelf) once however many
+:func:`install_once` fills a cache folder (a PyPI toolchain, patchelf, uv) once however many
 processes ask at the same time: under the folder's lock it checks whether another process has
 made it meanwhile, else fills a temporary folder beside it and renames that into place, so a
 reader never sees half an install. (``release.publish.lock`` is the other lock: one release
@@ -62,17 +62,20 @@ def install_once(
     fill: Callable[[Path], None],
     holder: str,
     waiting: Callable[[str], None] | None = None,
+    lock: Path | None = None,
 ) -> bool:
     """Make the cache folder ``final`` unless ``ready(final)`` says it is made; True when this
     call filled it.
 
-    Under ``final``'s lock (:func:`lock_file`, :func:`exclusive`): ``ready(final)`` again (another
-    process may have made it while this one waited), else ``fill(tmp)`` on an empty temporary
-    folder beside ``final``, which then replaces whatever ``final`` held (a partial or stale
-    install). An exception in ``fill`` leaves ``final`` as it was and no temporary folder behind.
+    Under ``final``'s lock (``lock``, by default :func:`lock_file`; :func:`exclusive`):
+    ``ready(final)`` again (another process may have made it while this one waited), else
+    ``fill(tmp)`` on an empty temporary folder beside ``final``, which then replaces whatever
+    ``final`` held (a partial or stale install). An exception in ``fill`` leaves ``final`` as it
+    was and no temporary folder behind. A cache whose earlier releases locked another file passes
+    that file as ``lock``, so that an older and a newer wheelwright still exclude each other.
     """
     final.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive(lock_file(final), holder=holder, waiting=waiting):
+    with exclusive(lock_file(final) if lock is None else lock, holder=holder, waiting=waiting):
         if ready(final):
             return False
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))

@@ -17,7 +17,7 @@ from typing import Any
 from release.core.errors import InputError, SelectionError
 from release.policy.archs import Arch, cmake_cuda_architectures, torch_cuda_arch_list
 from release.policy.model import CudaPackage, Policy, Train, WheelTags
-from release.policy.versions import version_key
+from release.policy.versions import python_tag_matches, version_key
 from release.resources import cuda
 
 CPU_IMAGE = "default"  # cibuildwheel's own pinned manylinux image
@@ -151,26 +151,6 @@ class Row:
             "embedded_device_code": self.embedded_device_code,
             "oldest_driver": self.oldest_driver,
         }
-
-
-def python_tag_matches(wheel_tags: WheelTags, python: str, interpreter: str, abi: str) -> bool:
-    """Whether a wheel tag's interpreter and ABI serve CPython ``python`` ("3.12") in the form
-    ``project.wheel_tags`` names (pure): ``cpython`` cp312-cp312 (the ABI as the interpreter, or
-    a debug/other ABI of it: the audit judges those); ``abi3`` cp3X-abi3 with X up to the
-    Python's minor; ``py3-none`` py3-none, or py3X-none with X up to it."""
-    major, minor = (int(x) for x in python.split(".")[:2])
-    if wheel_tags == "cpython":
-        return interpreter == f"cp{major}{minor}"
-    if wheel_tags == "abi3":
-        prefix, want_abi = "cp", "abi3"
-    else:  # "py3-none"
-        if interpreter == f"py{major}" and abi == "none":
-            return True
-        prefix, want_abi = "py", "none"
-    if abi != want_abi or not interpreter.startswith(f"{prefix}{major}"):
-        return False
-    rest = interpreter[len(prefix) + 1 :]
-    return rest.isascii() and rest.isdigit() and int(rest) <= minor
 
 
 def _provided(policy: Policy, variant: str, platform: str) -> tuple[str, ...]:

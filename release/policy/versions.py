@@ -10,6 +10,10 @@ Pure data and functions: no files, no processes.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from release.policy.model import WheelTags
 
 # CPython versions wheelwright can name. Older ones are past end of life and have no
 # manylinux_2_28 CUDA wheels; a newer one is added here when CPython releases it.
@@ -110,3 +114,23 @@ def name_problem(text: str) -> str | None:
             "'.', '_' or '-' only between them (PEP 508)"
         )
     return None
+
+
+def python_tag_matches(wheel_tags: WheelTags, python: str, interpreter: str, abi: str) -> bool:
+    """Whether a wheel tag's interpreter and ABI serve CPython ``python`` ("3.12") in the form
+    ``project.wheel_tags`` names (pure): ``cpython`` cp312-cp312 (the ABI as the interpreter, or
+    a debug/other ABI of it: the audit judges those); ``abi3`` cp3X-abi3 with X up to the
+    Python's minor; ``py3-none`` py3-none, or py3X-none with X up to it."""
+    major, minor = (int(x) for x in python.split(".")[:2])
+    if wheel_tags == "cpython":
+        return interpreter == f"cp{major}{minor}"
+    if wheel_tags == "abi3":
+        prefix, want_abi = "cp", "abi3"
+    else:  # "py3-none"
+        if interpreter == f"py{major}" and abi == "none":
+            return True
+        prefix, want_abi = "py", "none"
+    if abi != want_abi or not interpreter.startswith(f"{prefix}{major}"):
+        return False
+    rest = interpreter[len(prefix) + 1 :]
+    return rest.isascii() and rest.isdigit() and int(rest) <= minor

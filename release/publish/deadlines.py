@@ -16,14 +16,13 @@ then ``WHEELWRIGHT_REQUEST_DEADLINE_S`` / ``WHEELWRIGHT_UPLOAD_DEADLINE_S``.
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from release.core.errors import InputError
+from release.core.durations import seconds
 
 MIB = 1024 * 1024
 
@@ -61,20 +60,15 @@ def env_names(variant: str) -> dict[str, tuple[str, str]]:
 
 def deadlines_for(variant: str, env: Mapping[str, str], base: Deadlines | None = None) -> Deadlines:
     """The deadlines for ``variant``'s index: ``base`` (default :class:`Deadlines`) with the
-    environment's overrides. InputError naming the variable for a value that is not a positive number."""
+    environment's overrides. InputError (exit 2) naming the variable for a value that is not a
+    positive, finite number of seconds (:func:`release.core.durations.seconds`)."""
     out = base or Deadlines()
     for field, names in env_names(variant).items():
         for name in names:
             raw = env.get(name, "").strip()
             if not raw:
                 continue
-            try:
-                value = float(raw)
-            except ValueError:
-                value = math.nan
-            if not 0 < value < math.inf:
-                raise InputError(f"{name}={raw!r}: give a positive number of seconds")
-            out = replace(out, **{field: value})
+            out = replace(out, **{field: seconds(raw, f"{name}={raw!r}", zero_ok=False)})
             break
     return out
 

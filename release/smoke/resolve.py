@@ -19,15 +19,13 @@ environment when it has exactly that version, else installed once into the wheel
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import importlib
 import importlib.metadata
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from email.parser import Parser
 from pathlib import Path
@@ -36,6 +34,7 @@ from typing import Literal
 from packaging.utils import canonicalize_name
 
 from release.core.errors import StepFailed, ToolError
+from release.core.locks import install_once
 from release.core.log import info
 from release.core.pip import NO_PIP_CONFIG, pip_install_target
 from release.core.proc import run
@@ -116,14 +115,6 @@ def _from_this_environment() -> Path | None:
         return None
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        yield
-
-
 def find_uv(cache_dir: Path, env: Mapping[str, str]) -> Path:
     """The pinned uv: this environment's when it is exactly :data:`UV_PIN`, else
     ``<cache>/tools/uv-<version>/bin/uv``, installed there from PyPI on first use (atomically,
@@ -133,21 +124,22 @@ def find_uv(cache_dir: Path, env: Mapping[str, str]) -> Path:
         return here
     final = cache_dir / "tools" / UV_PIN.replace("==", "-")
     binary = final / "bin" / "uv"
-    with _locked(final.with_name(final.name + ".lock")):
-        if binary.is_file() and _uv_ok(binary):
-            return binary
+
+    def fill(tmp: Path) -> None:
         info(f"==> installing {UV_PIN} into {final} (the uv install-resolution check)")
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
         try:
-            try:
-                pip_install_target([UV_PIN], tmp, env=env)
-            except StepFailed as exc:
-                raise ToolError(f"cannot install {UV_PIN} from the default index: {exc}") from None
-            shutil.rmtree(final, ignore_errors=True)
-            tmp.rename(final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    if not _uv_ok(binary):
+            pip_install_target([UV_PIN], tmp, env=env)
+        except StepFailed as exc:
+            raise ToolError(f"cannot install {UV_PIN} from the default index: {exc}") from None
+
+    made = install_once(
+        final,
+        ready=lambda folder: (folder / "bin" / "uv").is_file() and _uv_ok(folder / "bin" / "uv"),
+        fill=fill,
+        holder=f"the install of {UV_PIN}",
+        lock=final.with_name(final.name + ".lock"),  # <folder>.lock, as every release took it
+    )
+    if made and not _uv_ok(binary):
         raise ToolError(f"{binary} does not run as uv {UV_VERSION}; remove {final} and run again")
     return binary
 

@@ -38,6 +38,7 @@ from release.core import log
 from release.core.durations import seconds
 from release.core.errors import InputError, StepFailed
 from release.core.hashing import sha256_file
+from release.core.machine import find_python
 from release.core.pip import NO_PIP_CONFIG
 from release.core.proc import Result, run
 from release.policy.matrix import Row
@@ -389,8 +390,6 @@ def smoke_pythons(row: Row, env: Mapping[str, str]) -> dict[str, Path]:
     """The interpreter of each Python the row's wheel serves (:attr:`Row.pythons`): one for a
     cpython row, every Python of the variant for an abi3/py3-none row. A missing one is a
     ToolMissing naming it, before anything is installed."""
-    from release.build.python import find_python
-
     return {version: find_python(version, env=env).path for version in row.pythons}
 
 

@@ -18,19 +18,18 @@ wheelhouse: a production release installs from the indexes, as its users will.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from release.core.errors import StepFailed
+from release.core.locks import exclusive
 from release.core.log import say
 
 MAX_AGE_S = 24 * 3600.0  # refetched after a day: a new runtime release is then picked up
@@ -74,14 +73,6 @@ def wheelhouse_for(
     return Wheelhouse(folder, variant, index_url, tuple(extra_index_urls))
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes
-        yield
-
-
 def download_args(house: Wheelhouse, wheel: Path, dest: Path) -> list[str]:
     """``pip download`` of the wheel's dependencies, binary only, from the wheelhouse's indexes (pure)."""
     args = ["download", "--isolated", "--no-input", "--quiet", "--only-binary=:all:", "--dest", str(dest)]
@@ -106,7 +97,7 @@ def fill(
     returns None when it worked, else pip's complaint (a row that waited for the lock may find
     the wheelhouse filled by another row).
     """
-    with _locked(house.lock):
+    with exclusive(house.lock, holder=f"the smoke of row {row_id}: filling {house.folder}"):
         if house.fresh() and install() is None:
             return
         house.folder.mkdir(parents=True, exist_ok=True)

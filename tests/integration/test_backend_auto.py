@@ -34,10 +34,9 @@ from release.build.engine import (
     detect_engine,
     probe_image,
 )
-from release.build.python import find_python
 from release.build.run import build_row
 from release.core.errors import ToolError
-from release.core.machine import default_cache_dir
+from release.core.machine import default_cache_dir, find_python
 from release.policy.matrix import Row
 
 pytestmark = pytest.mark.integration

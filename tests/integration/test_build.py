@@ -327,7 +327,7 @@ def test_dry_run_of_a_pypi_row_installs_nothing(tmp_path: Path, capfd: pytest.Ca
 
 def test_find_python_skips_a_wrong_python_and_says_what_it_tried(tmp_path: Path) -> None:
     """A fake python3.12 that is really 3.11 is skipped; a missing version names every place looked."""
-    from release.build.python import find_python
+    from release.core.machine import find_python
 
     fake = tmp_path / "bin"
     fake.mkdir()

@@ -23,8 +23,8 @@ from helpers_rows import rows_by_id
 
 from release.audit.elf import read_elf
 from release.build.contract import ContractError, Fix, apply_contract, row_contract
-from release.build.python import ensure_patchelf, find_python
-from release.core.machine import default_cache_dir
+from release.build.python import ensure_patchelf
+from release.core.machine import default_cache_dir, find_python
 
 pytestmark = pytest.mark.integration
 

@@ -40,8 +40,7 @@ import pytest
 from release.audit.elf import read_elf
 from release.audit.fatbin import all_entries, has_device_code
 from release.build import isolated
-from release.build.python import find_python
-from release.core.machine import default_cache_dir
+from release.core.machine import default_cache_dir, find_python
 from release.policy.load import load_policy
 from release.policy.matrix import expand
 

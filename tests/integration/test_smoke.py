@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from release import records
-from release.build.python import find_python
 from release.build.run import build_row
-from release.core.machine import default_cache_dir
+from release.core.machine import default_cache_dir, find_python
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
 from release.policy.model import Policy

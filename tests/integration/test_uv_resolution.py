@@ -16,9 +16,8 @@ from helpers_proc import python_m
 from helpers_repo import commit_all, copy_example
 from helpers_rows import rows_by_id
 
-from release.build.python import find_python
 from release.build.run import build_row
-from release.core.machine import default_cache_dir, host_platform
+from release.core.machine import default_cache_dir, find_python, host_platform
 from release.policy.matrix import Row
 from release.publish.local_index import local_index
 from release.smoke.resolve import (

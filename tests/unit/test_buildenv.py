@@ -51,10 +51,10 @@ from release.build.isolated import (
     unresolvable_message,
 )
 from release.build.plan import Backend, BuildPlan, build_plan
-from release.build.python import PythonInfo
 from release.build.repair import repair_argv, repair_excludes
 from release.build.toolchain import Toolchain
 from release.core.errors import InputError
+from release.core.machine import PythonInfo
 from release.policy.archs import nvcc_gencode_flags
 from release.policy.load import load_policy
 from release.policy.matrix import CPU_IMAGE, Row, expand

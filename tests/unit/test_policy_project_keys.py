@@ -20,8 +20,9 @@ import pytest
 from release.build.contract import channels_for
 from release.core.errors import InputError, PolicyError, SelectionError
 from release.policy.load import load_policy, parse_policy
-from release.policy.matrix import Row, expand, python_tag_matches, select
+from release.policy.matrix import Row, expand, select
 from release.policy.model import Policy
+from release.policy.versions import python_tag_matches
 from release.records import row_for_wheel, row_matches_wheel
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -473,7 +473,7 @@ def test_deadlines_come_per_variant_then_globally_and_scale_with_the_wheel() -> 
     assert (cu130.upload_s, cu130.request_s, cpu.upload_s, cpu.timeout) == (30.0, 5.0, 90.0, (5.0, 5.0))
     for bad in ("0", "-1", "soon", "inf"):
         with pytest.raises(
-            InputError, match=rf"WHEELWRIGHT_REQUEST_DEADLINE_S='{bad}': give a positive number"
+            InputError, match=rf"WHEELWRIGHT_REQUEST_DEADLINE_S='{bad}': give a positive, finite number"
         ):
             deadlines_for("cpu", {"WHEELWRIGHT_REQUEST_DEADLINE_S": bad})
 
