@@ -7,11 +7,11 @@ name and sha256 in tests/real_wheels.py (fetched into the cache on first use). P
 round, each in a fresh child process, alternating, after ``sync`` and a 2 s pause:
 
 * ``auditwheel show WHEEL`` (auditwheel 6.8, this environment's): the platform-tag analysis only;
-* the audit, standalone as a user runs it on someone else's wheel (no policy; claim ``--runs-on 8.0``):
-  every check (libraries, device code, GPUs, packages, loader, hygiene with the platform tag,
-  C++ consumer), the device code inventory and the GPU table. The child runs the command's body
-  (:func:`release.audit.claim.claim_expectation`, :func:`release.audit.run.audit_wheel`,
-  :func:`release.audit.report.render_json`) so the number does not depend on how the CLI is wired.
+* the audit, standalone as a user runs it on someone else's wheel, through the command itself:
+  ``python -m release audit WHEEL --runs-on 8.0 --json --no-record`` from an empty folder (no
+  policy): every check (libraries, device code, GPUs, packages, loader, hygiene with the platform
+  tag, C++ consumer), the device code inventory and the GPU table, the command's own start-up
+  (imports, argument parsing) included.
 
 Wall-clock seconds, medians over the rounds; peak RSS of the child. Target: the audit takes no
 longer than ``auditwheel show`` on every wheel.
@@ -32,15 +32,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-_AUDIT = """
-import sys
-from release.audit.claim import claim_expectation
-from release.audit.report import render_json
-from release.audit.run import audit_wheel
-result = audit_wheel(sys.argv[1], claim_expectation(variant=None, gpu_archs=None, policy=None, runs_on="8.0"))
-print(render_json([result]))
-"""
-
 _MEASURE = r"""
 import json, resource, subprocess, sys, time
 start = time.perf_counter()
@@ -91,7 +82,21 @@ def main() -> int:
             rounds = []
             for _ in range(args.repeat):
                 show = measure([auditwheel(), "show", str(wheel)], env, Path(empty))
-                ours = measure([sys.executable, "-c", _AUDIT, str(wheel)], env, Path(empty))
+                ours = measure(
+                    [
+                        sys.executable,
+                        "-m",
+                        "release",
+                        "audit",
+                        str(wheel),
+                        "--runs-on",
+                        "8.0",
+                        "--json",
+                        "--no-record",
+                    ],
+                    env,
+                    Path(empty),
+                )
                 if ours["rc"] not in (0, 1):
                     print(ours["stderr"], file=sys.stderr)
                     return 4

@@ -58,7 +58,7 @@ from release.audit.limits import (
 from release.audit.model import Member, WheelFile, ZipIssue
 from release.audit.sink import THREAD_BYTES, Sink
 from release.core.errors import InputError, StepFailed
-from release.core.hashing import sha256_file
+from release.core.hashing import EarlyHash, sha256_file, take_early
 
 __all__ = ["KEEP_ENV", "open_wheel", "safe_member_name"]
 
@@ -298,16 +298,19 @@ def _run(
     threads: int,
     libraries_done: Callable[[], object],
     others_done: Callable[[list[Member], frozenset[str]], object] | None = None,
+    early: tuple[EarlyHash, os.stat_result] | None = None,
 ) -> tuple[list[tuple[int, Member]], str]:
     """Extract ``todo`` on ``threads`` threads; ``libraries_done()`` once the likely ELF files are out;
     ``others_done(members out, names still being read)`` once every other member is out.
-    The first refusal stops every thread (at its next chunk) and is raised."""
+    The wheel's sha256 is hashed beside them, unless ``early`` (a hash started before, and the
+    wheel's stat when it was opened) gives it. The first refusal stops every thread (at its next
+    chunk) and is raised."""
     done: list[tuple[int, Member]] = []
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="unzip") as pool:
         try:
             batches = _batches(todo)
             futures = [pool.submit(extractor.extract_all, batch) for batch in batches]
-            wheel_hash = pool.submit(sha256_file, extractor.wheel)  # last: the libraries come out first
+            wheel_hash = None if early else pool.submit(sha256_file, extractor.wheel)  # last: libraries first
             names = {f: [i.filename for _, i in b] for f, b in zip(futures, batches, strict=True)}
             libs = [f for f in futures if _likely_elf(names[f][0])]
             others = [f for f in futures if not all(_likely_elf(n) for n in names[f])]
@@ -324,7 +327,8 @@ def _run(
                     fired[1] = True
                     still = frozenset(n for f in futures if not f.done() for n in names[f])
                     others_done([m for _, m in done], still)
-            sha256 = wheel_hash.result()
+            sha256 = wheel_hash.result() if wheel_hash else (early and early[0].result(early[1]))
+            sha256 = sha256 or sha256_file(extractor.wheel)  # the early hash was of another file
         except BaseException:
             extractor.budget.halt()  # every thread stops at its next chunk
             pool.shutdown(wait=True, cancel_futures=True)
@@ -402,6 +406,7 @@ def open_wheel(
             dist_info=dist_info,
         )
         todo.sort(key=lambda item: (not _likely_elf(item[1].filename), -item[1].compress_size))
+        started = take_early(wheel)  # release.core.hashing.hash_early: the audit command starts it
         try:
             done, sha256 = _run(
                 extractor,
@@ -409,6 +414,7 @@ def open_wheel(
                 threads or _threads(),
                 lambda: on_libraries_done and on_libraries_done(root, wheel),
                 on_others_done,
+                (started, wheel.stat()) if started else None,
             )
         except Stopped:
             raise budget.error or StepFailed(f"{wheel.name}: extraction stopped") from None
