@@ -2,8 +2,8 @@
 
     python benchmarks/audit_vs_auditwheel.py [--repeat 3] [--only KEY ...] [--out benchmarks/results/audit_vs_auditwheel.json]
 
-The corpus is tests/integration/test_audit_corpus.py's (its CORPUS, imported): eight third-party CUDA wheels pinned by
-name and sha256 in tests/real_wheels.py (fetched into the cache on first use). Per wheel and
+The corpus is the audit tests' (``CORPUS`` in tests/real_wheels.py): eight third-party CUDA wheels pinned by
+name and sha256 there (fetched into the cache on first use). Per wheel and
 round, each in a fresh child process, alternating, after ``sync`` and a 2 s pause:
 
 * ``auditwheel show WHEEL`` (auditwheel 6.8, this environment's): the platform-tag analysis only;
@@ -66,9 +66,8 @@ def main() -> int:
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "audit_vs_auditwheel.json"
     )
     args = parser.parse_args()
-    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
-    from real_wheels import BY_KEY, fetch
-    from test_audit_corpus import CORPUS  # the one list of corpus wheels
+    sys.path[:0] = [str(ROOT / "tests")]
+    from real_wheels import BY_KEY, CORPUS, fetch
 
     from release.audit.inflate import INFLATER
 

@@ -115,6 +115,19 @@ PINS: tuple[Pin, ...] = (
 )
 BY_KEY = {pin.key: pin for pin in PINS}
 
+# the audit corpus: the third-party CUDA wheels the audit tests (test_audit_corpus.py) and the
+# benchmark (benchmarks/audit_vs_auditwheel.py) read, smallest first
+CORPUS = (
+    "torchvision",
+    "nvidia_cufile",
+    "nvidia_curand",
+    "nvidia_nvshmem_cu13",
+    "nvidia_nccl_cu13",
+    "nvidia_cusparse",
+    "nvidia_cufft",
+    "nvidia_cudnn_cu13",
+)
+
 
 class FetchError(Exception):
     """A pinned wheel could not be fetched, or is not the pinned file."""

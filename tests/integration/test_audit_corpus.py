@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_wheels import real_wheel
+from real_wheels import CORPUS, real_wheel
 
 from release.audit.cuobjdump import ensure_cuobjdump, header_dump, list_device_code
 from release.core.machine import default_cache_dir
@@ -45,16 +45,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.network]
 
 ROOT = Path(__file__).resolve().parents[2]
 BIG = os.environ.get("WHEELWRIGHT_BIG_BINARIES") == "1"
-CORPUS = (
-    "torchvision",
-    "nvidia_cufile",
-    "nvidia_curand",
-    "nvidia_nvshmem_cu13",
-    "nvidia_nccl_cu13",
-    "nvidia_cusparse",
-    "nvidia_cufft",
-    "nvidia_cudnn_cu13",
-)
 EMBEDDED = {"nvidia_cusparse", "nvidia_cufft"}  # their passing claim allows device code embedded as data
 
 
