@@ -75,9 +75,23 @@ def _row_session(step: str, row: Row) -> None:
     )(run)
 
 
+def _alias_session(step: str, row: Row, python: str) -> None:
+    """``build-cu130-py312`` for an abi3/py3-none row built as ``build-cu130-py310``: its one wheel
+    serves 3.12 too. No tags, so ``nox -t build`` runs each row once."""
+
+    def run(session: nox.Session) -> None:
+        _release(session, COMMAND[step], row.id, *session.posargs)
+
+    run.__doc__ = f"The same as {step}-{row.session_suffix}: its wheel serves Python {python} too."
+    nox.session(name=f"{step}-{row.variant}-py{python.replace('.', '')}", default=False)(run)
+
+
 for _row in ROWS:
     for _step in STEPS:
         _row_session(_step, _row)
+        for _python in _row.pythons:
+            if _python != _row.python:
+                _alias_session(_step, _row, _python)
 
 
 @nox.session(tags=["plan"])

@@ -79,9 +79,16 @@ def _size(rep: Report) -> str:
     return f"{wheel.stat().st_size / 1024:.0f} KiB" if wheel is not None and wheel.exists() else "-"
 
 
+def row_label(row: Row) -> str:
+    """The row's id, and the Pythons its one wheel serves when that is more than one (abi3, py3-none):
+    ``cu130-py310-x86_64 (py3.10-3.13)``."""
+    pythons = row.pythons
+    return row.id if len(pythons) < 2 else f"{row.id} (py{pythons[0]}-{pythons[-1]})"
+
+
 def _cells(rep: Report) -> list[str]:
     return [
-        rep.row.id,
+        row_label(rep.row),
         rep.wheel.name if rep.wheel else "-",
         _size(rep),
         *(rep.status.get(s, "-") for s in STEPS),
@@ -105,17 +112,19 @@ def render_summary(reports: Sequence[Report]) -> str:
 
 
 def compact_rows(rows: Sequence[Row]) -> str:
-    """``cu126 × py3.10, 3.11, 3.12, 3.13 on x86_64`` for a whole block of rows, else their ids."""
+    """``cu126 × py3.10, 3.11, 3.12, 3.13 on x86_64`` for a whole block of rows (an abi3 or py3-none row
+    counts for every Python its wheel serves), else their ids."""
     parts: list[str] = []
     platforms = list(dict.fromkeys(r.platform for r in rows))
     for platform in platforms:
         mine = [r for r in rows if r.platform == platform]
         variants = list(dict.fromkeys(r.variant for r in mine))
-        pythons = list(dict.fromkeys(r.python for r in mine))
-        if len(mine) > 1 and len({(r.variant, r.python) for r in mine}) == len(variants) * len(pythons):
+        pythons = list(dict.fromkeys(py for r in mine for py in r.pythons))  # every Python served
+        cells = {(r.variant, py) for r in mine for py in r.pythons}
+        if len(cells) > 1 and len(cells) == len(variants) * len(pythons):
             parts.append(f"{'/'.join(variants)} × py{', '.join(pythons)} on {platform}")
         else:
-            parts.append(", ".join(r.id for r in mine))
+            parts.append(", ".join(map(row_label, mine)))
     return "; ".join(parts)
 
 

@@ -140,3 +140,28 @@ def test_a_bad_wheelwright_policy_stops_nox_with_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert f'error: {bad}: train."13.2".pypi_toolchain[0]: pins nvidia-cuda-nvcc==13.0.88' in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_py3_none_row_has_a_session_for_every_python_it_serves(tmp_path: Path) -> None:
+    """One wheel serves 3.11 and 3.12: `build-cu130-py312` names the same row as `build-cu130-py311`,
+    and the tags still count each row once (`nox -t build` builds it once)."""
+    policy = tmp_path / "py3-none.toml"
+    text = ONE_PYTHON.format(arch=host_platform()).replace('pythons = ["3.12"]', 'pythons = ["3.11", "3.12"]')
+    policy.write_text(
+        text.replace(
+            'check = "tinyaxpy:selftest"\n', 'check = "tinyaxpy:selftest"\nwheel_tags = "py3-none"\n'
+        )
+    )
+    env = _env(WHEELWRIGHT_ARCH=host_platform(), WHEELWRIGHT_POLICY=str(policy))
+    sessions = {
+        str(s["session"]): str(s["description"])
+        for s in _sessions(host_platform(), WHEELWRIGHT_POLICY=str(policy))
+    }
+    steps = ("build", "audit", "smoke", "upload")
+    built = {f"{step}-{v}-py311" for step in steps for v in ("cpu", "cu130")}
+    aliases = {f"{step}-{v}-py312" for step in steps for v in ("cpu", "cu130")}
+    assert set(sessions) == built | aliases | FIXED
+    assert sessions["build-cu130-py312"] == "The same as build-cu130-py311: its wheel serves Python 3.12 too."
+    tagged = python_m("nox", "--list", "-t", "build", env=env, check=True, cwd=ROOT).stdout
+    chosen = sorted(m[1] for m in re.finditer(r"^\* (\S+)", tagged, re.MULTILINE))
+    assert chosen == ["build-cpu-py311", "build-cu130-py311"]

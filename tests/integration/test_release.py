@@ -3,6 +3,7 @@ working tree means nothing starts."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 from pathlib import Path
@@ -23,6 +24,7 @@ from release.summary import (
     left_out_lines,
     reason_line,
     render_summary,
+    row_label,
     step_line,
 )
 
@@ -234,3 +236,21 @@ def test_jobs_and_verbosity_on_the_command_line(tmp_path: Path) -> None:
         assert "cpu-py312-x86_64" in proc.stdout
     both = python_m("release", "plan", "-q", "-v", env=env)
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+def test_an_abi3_row_counts_for_every_python_it_serves() -> None:
+    """The summary names the Pythons an abi3/py3-none row's one wheel serves, not only its build Python."""
+    rows = rows_by_id()
+    served = dataclasses.replace(rows["cu130-py310-aarch64"], serves_pythons=("3.10", "3.11"))
+    cpu = dataclasses.replace(rows["cpu-py310-aarch64"], serves_pythons=("3.10", "3.11"))
+    assert row_label(served) == "cu130-py310-aarch64 (py3.10-3.11)"
+    assert row_label(rows["cu130-py311-aarch64"]) == "cu130-py311-aarch64"
+    assert compact_rows([cpu, served]) == "cpu/cu130 × py3.10, 3.11 on aarch64"
+    assert compact_rows([served]) == "cu130 × py3.10, 3.11 on aarch64"
+    # must fail the old grid: a cpython row for 3.10 only is not the 3.10-3.11 block
+    assert compact_rows([cpu, rows["cu130-py310-aarch64"]]) == (
+        "cpu-py310-aarch64 (py3.10-3.11), cu130-py310-aarch64"
+    )
+    rep = RowReport(served)
+    rep.status = {"build": "ok"}
+    assert render_summary([rep]).splitlines()[2].startswith("cu130-py310-aarch64 (py3.10-3.11)")
