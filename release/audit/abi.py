@@ -6,7 +6,7 @@ on torch 2.14.1, 20 to 60 seconds here. This module gives the same answer from t
 the audit already extracted, using only auditwheel's public pieces:
 
 * the policies (symbol versions, library whitelists and blacklists) are auditwheel's data,
-  read once through :func:`release.audit.abi_policy.policies_of`;
+  read once through :func:`release.audit.policy_cache.policies_of`;
 * the wheel's libc and architecture come from its tags through auditwheel's public
   ``auditwheel.wheeltools`` functions;
 * everything read from the ELF files (library resolution against this machine's loader
@@ -40,7 +40,6 @@ from release.audit.abi_policy import (
     beyond,
     claimed_floor,
     glibc_ok,
-    policies_of,
     policy_for_tag,
     tag_between,
 )
@@ -48,6 +47,7 @@ from release.audit.elf import ElfError, read_elf
 from release.audit.elf_symbols import STB_WEAK, STT_FUNC, STT_NOTYPE, Symbol, lookup, undefined_symbols
 from release.audit.ldd import Dependency, ElfPlatform, Resolver, Tree, is_superset
 from release.audit.model import AbiReport, Library
+from release.audit.policy_cache import policies_of
 
 __all__ = ["AUDITWHEEL_PINNED", "analyze_abi"]
 

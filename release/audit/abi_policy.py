@@ -1,10 +1,11 @@
 """The manylinux/musllinux policies as frozen data, and the decisions made with them. Pure.
 
-The policies themselves are auditwheel's: :func:`policies_of` reads them once through
-auditwheel's public ``auditwheel.policy.WheelPolicies`` (the only name that module
-exports) and freezes them here, so that wheelwright's analysis (:mod:`release.audit.abi`)
-grades a wheel against exactly the symbol versions, library whitelists and blacklists
-that ``auditwheel show`` uses, without reaching into auditwheel's internals.
+The policies themselves are auditwheel's: :mod:`release.audit.policy_cache` (the effects) reads
+them once through auditwheel's public ``auditwheel.policy.WheelPolicies`` (the only name that
+module exports) and freezes them into the :class:`Policies` here, so that wheelwright's analysis
+(:mod:`release.audit.abi`) grades a wheel against exactly the symbol versions, library
+whitelists and blacklists that ``auditwheel show`` uses, without reaching into auditwheel's
+internals. :func:`to_data` and :func:`from_data` are the cached file's contents and their check.
 
 Everything else here is a decision on values: which policy a set of symbol versions
 allows, which libraries a policy would have to graft, which policy a platform tag is
@@ -13,15 +14,9 @@ held to, and why a tag is dishonest.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import importlib.util
-import json
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -30,7 +25,6 @@ __all__ = [
     "Policies",
     "beyond",
     "glibc_ok",
-    "policies_of",
     "policy_for_tag",
     "tag_between",
 ]
@@ -97,35 +91,6 @@ class ExternalReference:
     policy: PlatformPolicy
 
 
-CACHE_FORMAT = 1  # the layout of a cached policies file; a change makes new file names
-CACHE_CAP = 16 << 20  # a cached policies file is about 100 KiB; a bigger one is not ours
-
-
-def _from_auditwheel(libc: str, arch: str, android_wheel: str | None) -> Policies:
-    from pathlib import Path
-
-    from auditwheel.architecture import Architecture
-    from auditwheel.libc import Libc
-    from auditwheel.policy import WheelPolicies
-
-    policies = WheelPolicies(
-        libc=Libc(libc), arch=Architecture(arch), wheel_fn=Path(android_wheel) if android_wheel else None
-    )
-    return Policies(
-        tuple(
-            PlatformPolicy(
-                name=p.name,
-                aliases=tuple(p.aliases),
-                priority=p.priority,
-                symbol_versions={k: frozenset(v) for k, v in p.symbol_versions.items()},
-                whitelist=frozenset(p.whitelist),
-                blacklist={k: frozenset(v) for k, v in p.blacklist.items()},
-            )
-            for p in policies
-        )
-    )
-
-
 def to_data(policies: Policies) -> list[dict[str, Any]]:
     """The policies as JSON data, every set sorted (pure)."""
     return [
@@ -174,54 +139,6 @@ def from_data(data: object) -> Policies:
             )
         )
     return Policies(tuple(out))
-
-
-def cache_file(libc: str, arch: str, cache_dir: Path) -> Path | None:
-    """Where the frozen policies of this auditwheel release (by its installed distribution's
-    version, found without importing it) are kept; None when it cannot be told."""
-    spec = importlib.util.find_spec("auditwheel")
-    if spec is None or spec.origin is None:
-        return None
-    dists = sorted(Path(spec.origin).parent.parent.glob("auditwheel-*.dist-info"))
-    if len(dists) != 1:
-        return None
-    version = dists[0].name[len("auditwheel-") : -len(".dist-info")]
-    return cache_dir / "auditwheel-policies" / f"v{CACHE_FORMAT}-auditwheel-{version}-{libc}-{arch}.json"
-
-
-@functools.cache
-def _load(libc: str, arch: str, android_wheel: str | None) -> Policies:
-    """auditwheel's policies, frozen; from the cache file of this auditwheel release when there is
-    a readable one (importing auditwheel's policies costs about 0.1 s of CPU, reading them 2 ms),
-    else from auditwheel, then cached. A file that does not parse is replaced, never trusted."""
-    if android_wheel is not None or libc != "glibc":  # musl's policies depend on the host's own musl
-        return _from_auditwheel(libc, arch, android_wheel)
-    from release.core.machine import default_cache_dir
-
-    path = cache_file(libc, arch, default_cache_dir(os.environ))
-    if path is not None:
-        try:
-            with path.open("rb") as f:
-                raw = f.read(CACHE_CAP + 1)
-            if len(raw) <= CACHE_CAP:
-                return from_data(json.loads(raw))
-        except (OSError, ValueError, RecursionError):
-            pass
-    policies = _from_auditwheel(libc, arch, None)
-    if path is not None:
-        from release.core.errors import StepFailed
-        from release.core.files import write_atomic
-
-        with contextlib.suppress(StepFailed):  # an unwritable cache only costs the next audit the import
-            write_atomic(
-                path, json.dumps(to_data(policies), sort_keys=True), what="the policies cache", parents=True
-            )
-    return policies
-
-
-def policies_of(libc: str, arch: str, wheel_name: str | None = None) -> Policies:
-    """auditwheel's policies for a libc (``glibc``, ``musl``) and architecture, read once."""
-    return _load(libc, arch, wheel_name if libc == "android" else None)
 
 
 def policy_for_tag(policies: Policies, tag: str) -> PlatformPolicy | None:

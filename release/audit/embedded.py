@@ -156,7 +156,9 @@ def find_embedded(
 def _scan(mm: Buffer, find: Find, section: str, start: int, end: int, room: int) -> list[EmbeddedImage]:
     out: list[EmbeddedImage] = []
     at = start
-    elf = fat = start - 1  # the next hit of each magic at or after ``at`` (searched again once passed)
+    # the next hit of each magic at or after ``at`` (-1: none left), searched again once passed; the
+    # first search is made here, whatever ``start`` is (a section at file offset 0 included)
+    elf, fat = find(_ELF, start, end), find(_FATBIN, start, end)
     while at < end and len(out) < room:
         if elf != -1 and elf < at:
             elf = find(_ELF, at, end)

@@ -22,6 +22,7 @@ import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 
 from release.audit.cubin import PREFIX, DecodeError, cubin_target, is_cubin_header, unit_facts
 from release.audit.elf import ElfError, ElfInfo, read_elf
@@ -72,7 +73,7 @@ def inspect_member(member: Member, *, embedded: bool = True) -> Library | None:
     except ElfError as exc:
         return Library(member.name, member.path, member.sha256, None, _short(exc, member), False, (), None)
     defines = frozenset(name for name, sym in found.items() if sym.defined and sym.type == STT_FUNC)
-    lib = Library(member.name, member.path, member.sha256, info, None, False, (), None, defines)
+    lib = _host_library(member, member.path, info, defines)
     try:
         if embedded:
             lib = replace(lib, embedded=find_embedded(member.path, info))
@@ -108,9 +109,15 @@ def with_embedded(member: Member, lib: Library | None, scanned: Scanned) -> Libr
     if lib is None or scanned is None:
         return lib
     if isinstance(scanned, str):  # inspect_member scans first: its error stops the rest, as there
-        base = Library(member.name, lib.file, member.sha256, lib.elf, None, False, (), None, lib.defines)
+        base = _host_library(member, lib.file, lib.elf, lib.defines)
         return replace(base, has_device_code=True, fatbin_error=scanned)
     return replace(lib, embedded=scanned)
+
+
+def _host_library(member: Member, file: Path, info: ElfInfo | None, defines: frozenset[str]) -> Library:
+    """A host library read up to its device code: what :func:`inspect_member` starts from and
+    :func:`with_embedded` goes back to when the embedded scan failed."""
+    return Library(member.name, file, member.sha256, info, None, False, (), None, defines)
 
 
 def _with_units(lib: Library) -> Library:

@@ -342,7 +342,12 @@ except OSError as exc:
 
 def _program(name: str, cwd: Path, env: dict[str, str]) -> str:
     """The file ``name`` runs, found as exec would (a name with a slash from ``cwd``, else on
-    ``env``'s PATH): FileNotFoundError or PermissionError here, as Popen raises them."""
+    ``env``'s PATH): FileNotFoundError or PermissionError here, as Popen raises them.
+
+    Not :func:`release.core.proc.which`: that resolves a name with a slash from this process's
+    directory (the tool runs in ``cwd``), accepts a directory, returns a relative path as given
+    (prlimit would look it up again from ``cwd``) and raises ToolError (exit 3) where the
+    sandbox's callers expect Popen's OSError."""
     if os.sep in name:
         path = cwd / name
         if not path.is_file():

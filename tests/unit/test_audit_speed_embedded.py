@@ -6,6 +6,7 @@ On the committed fixture wheel whose library carries a cubin as data (nvcc-built
 from __future__ import annotations
 
 import shutil
+import struct
 from dataclasses import replace
 from pathlib import Path
 
@@ -58,6 +59,54 @@ def test_an_image_after_decoy_magics_is_still_found(tmp_path: Path) -> None:
         with blob.open("rb") as f, _mapped(f.fileno(), blob.stat().st_size, native=native) as (mm, find):
             found = _scan(mm, find, ".rodata", 8, blob.stat().st_size, 10)  # a section starting at 8
         assert [(i.offset, i.kind, i.targets) for i in found] == [(24, "cubin", image.targets)], native
+
+
+def _blob_copy(tmp_path: Path) -> Path:
+    with open_wheel(EMBEDDED) as wheel:
+        member = next(m for m in wheel.members if m.name == BLOB)
+        assert member.path is not None
+        copy = tmp_path / "libfx_blob.so"
+        shutil.copyfile(member.path, copy)
+    return copy
+
+
+def _move_section(path: Path, name: str, offset: int, size: int) -> None:
+    """Rewrite section ``name``'s file offset and size in the section header table (ELF64, LE)."""
+    data = bytearray(path.read_bytes())
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    index = next(i for i, s in enumerate(read_elf(path).sections) if s.name == name)
+    assert index < shnum
+    header = shoff + index * shentsize
+    assert struct.unpack_from("<QQ", data, header + 0x18) == next(
+        (s.offset, s.size) for s in read_elf(path).sections if s.name == name
+    )
+    struct.pack_into("<QQ", data, header + 0x18, offset, size)
+    path.write_bytes(bytes(data))
+
+
+def test_a_data_section_at_file_offset_0_is_searched(tmp_path: Path) -> None:
+    """A section whose header says it starts at offset 0 (hostile: the ELF header is there) is searched
+    like any other: the cubin inside it is found (the first search once waited for ``start > 0``),
+    and the file's own x86-64 ELF header at 0 is not taken for a cubin."""
+    copy = _blob_copy(tmp_path)
+    (image,) = find_embedded(copy, read_elf(copy))
+    assert image.section == ".rodata" and image.offset > 0
+    _move_section(copy, ".rodata", 0, image.offset + image.size)  # from 0 through the cubin: found
+    info = read_elf(copy)
+    assert next(s for s in info.sections if s.name == ".rodata").offset == 0
+    assert find_embedded(copy, info) == find_embedded(copy, info, native=False) == (image,)
+    _move_section(copy, ".rodata", 0, image.offset)  # from 0 up to the cubin: nothing
+    info = read_elf(copy)
+    assert find_embedded(copy, info) == find_embedded(copy, info, native=False) == ()
+    cubin = tmp_path / "cubin"
+    with (tmp_path / "libfx_blob.so").open("rb") as f:
+        f.seek(image.offset)
+        cubin.write_bytes(f.read(image.size) + b"\0" * 8)
+    for native in (True, False):  # a cubin at the very first byte of a section at 0
+        with cubin.open("rb") as f, _mapped(f.fileno(), cubin.stat().st_size, native=native) as (mm, find):
+            found = _scan(mm, find, ".rodata", 0, cubin.stat().st_size, 10)
+        assert [(i.offset, i.kind, i.targets) for i in found] == [(0, "cubin", image.targets)], native
 
 
 def test_the_split_inspection_gives_inspect_members_libraries() -> None:

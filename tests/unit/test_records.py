@@ -4,13 +4,16 @@ The same chain through the real steps is tests/integration/test_record_chain.py.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import datetime
 import hashlib
 import json
 import re
+import typing
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 from helpers_rows import rows_by_id
@@ -228,8 +231,56 @@ def test_an_audit_record_may_name_no_policy_or_row(tmp_path: Path) -> None:
 
 def test_every_record_field_has_a_reader() -> None:
     for cls in (records.BuildRecord, records.AuditRecord, records.SmokeRecord):
-        for field in dataclasses.fields(cls):
-            assert field.name in records._SHA_FIELDS or str(field.type) in records._READERS, (cls, field)
+        readers = dict(records._readers(cls))
+        assert list(readers) == [field.name for field in dataclasses.fields(cls)], cls
+        assert records._kind_readers(cls.KIND) == records._readers(cls)
+        assert records._kind_readers(cls.KIND) is records._kind_readers(cls.KIND)  # resolved once
+    assert dict(records._readers(records.AuditRecord))["policy_sha256"] is records._SHA_READERS[str | None]
+    assert dict(records._readers(records.BuildRecord))["policy_sha256"] is records._Fields.sha
+    assert dict(records._readers(records.SmokeRecord))["evidence"] is records._Fields.mapping
+
+
+Text = str
+MaybeText = Optional[str]  # noqa: UP045 - the spelling is the point
+Findings = tuple[Mapping[str, Any], ...]
+Texts = tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plain:
+    sha256: str
+    policy_sha256: str | None
+    row: str | None
+    passed: bool
+    findings: tuple[Mapping[str, Any], ...]
+    lines: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Aliased:  # the same types as _Plain, spelled otherwise
+    sha256: Text
+    policy_sha256: MaybeText
+    row: None | str  # noqa: RUF036 - the spelling is the point
+    passed: builtins.bool
+    findings: Findings
+    lines: Texts
+
+
+@dataclasses.dataclass(frozen=True)
+class _Foreign:
+    row: typing.Mapping[str, Any] | None  # not collections.abc's Mapping: no reader
+
+
+def test_a_field_is_read_by_the_type_it_names_not_its_spelling() -> None:
+    """An alias or another spelling of a field's type gets the reader of the type it names; a type
+    with no reader is refused naming the class and field (the annotation text once picked readers:
+    ``Optional[str]`` on policy_sha256 read as a required sha256, an alias had no reader)."""
+    assert records._readers(_Aliased) == records._readers(_Plain)
+    assert dict(records._readers(_Aliased))["policy_sha256"] is records._SHA_READERS[str | None]
+    by_text = {"str", "str | None", "bool", "Mapping[str, Any] | None", "tuple[str, ...]", "Any"}
+    assert not {str(f.type) for f in dataclasses.fields(_Aliased)} & by_text  # what text keys would miss
+    with pytest.raises(TypeError, match=r"_Foreign\.row: no record reader"):
+        records._readers(_Foreign)
 
 
 def _probe(gpu: bool) -> dict[str, Any]:
