@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from release.core import hashing, log
+from release import early
+from release.core import log
 from release.core.errors import InputError, SelectionError, WheelwrightError
 from release.core.machine import host_platform
 from release.policy.load import load_policy
@@ -425,17 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _hash_early(argv: Sequence[str]) -> None:
-    """``audit W.whl ...``: the first wheel's sha256 starts now, on a thread of its own, while the
-    commands' modules are imported (about 0.1 s of Python on one core): its audit then need not
-    hash it beside the extraction. Only a hint: the audit uses the digest only for that same file."""
-    words = [a for a in argv if not a.startswith("-")]
-    if words[:1] == ["audit"]:
-        hashing.hash_early([a for a in words[1:] if a.endswith(".whl")][:1])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    _hash_early(sys.argv[1:] if argv is None else argv)
+    early.start(sys.argv[1:] if argv is None else argv)  # python -m release did it already
     parser = build_parser()
     args = parser.parse_args(argv)
     log.configure(level=args.level)
