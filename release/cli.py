@@ -416,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     from release.audit.cli import add_audit_parser
-    from release.publish.verify import add_verify_parser
+    from release.publish.verify_cli import add_verify_parser
 
     add_audit_parser(sub)
     add_verify_parser(sub)

@@ -18,9 +18,8 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from release.core.errors import InputError, WheelwrightError
+from release.core.errors import InputError
 from release.policy.load import load_policy
 from release.policy.targets import IndexTarget, Target, join_url
 from release.publish import manifest as mf
@@ -28,9 +27,6 @@ from release.publish.deadlines import deadlines_for
 from release.publish.index_client import Auth, Redactor, download, remote_hashes
 from release.publish.local_index import LocalIndex, attach
 from release.publish.plan import LocalWheel, plan_publish, read_auth, resolve_credentials, ruled
-
-DEFAULT_POLICY = "rows.toml"
-DEFAULT_INDEX_ROOT = Path(".wheelwright") / "index"
 
 
 def find_manifest(dist: Path, given: str | None) -> Path:
@@ -146,38 +142,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN401 - argparse's private type
-    """Add the ``verify`` command to ``subparsers`` (from ``parser.add_subparsers()``)."""
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "verify",
-        help="check a target's indexes against the release manifest",
-        description=__doc__.split("\n\n")[1].replace("\n", " ") if __doc__ else None,
-    )
-    p.add_argument("--target", required=True, help="a [target.NAME] of the policy")
-    p.add_argument("--policy", default=DEFAULT_POLICY, help="policy file (default: %(default)s)")
-    p.add_argument("--dist", default="dist", help="where publish wrote the manifest (default: %(default)s)")
-    p.add_argument("--manifest", metavar="FILE", help="the release manifest (default: the one in --dist)")
-    p.add_argument(
-        "--index-root",
-        default=str(DEFAULT_INDEX_ROOT),
-        help="a local-server target's index folder (default: %(default)s)",
-    )
-    p.set_defaults(func=cmd_verify)
-    return p
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m release.publish.verify``: the same command outside ``python -m release``."""
-    parser = argparse.ArgumentParser(prog="python -m release.publish.verify")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_verify_parser(sub)
-    args = parser.parse_args(["verify", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        code: int = args.func(args)
-    except WheelwrightError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.return_code
-    return code
+    from release.publish.verify_cli import main as cli_main
+
+    return cli_main(argv)
 
 
 if __name__ == "__main__":  # pragma: no cover
