@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from packaging.utils import canonicalize_name
+
 from release.audit.model import Library, is_library_name
 from release.resources.cuda import CudaLibrary, cuda
 
@@ -31,6 +33,19 @@ class Identity:
     def describe(self) -> str:
         """``the CUDA runtime of CUDA 13 (libcudart.so.13, from nvidia-cuda-runtime)``."""
         return self.library.describe(self.soname)
+
+    def packages(self) -> tuple[str, ...]:
+        """The pip packages that ship this soname: those of its CUDA major only (CUPTI's CUDA 12 soname is
+        the ``-cu12`` package's, not the CUDA 13 package's); every package of the library when the soname
+        tells no major (cuDNN, NCCL, a soname no release in the table ships)."""
+        shipping = self.library.shipping
+        by_major = [s.package for s in shipping if s.ships(self.soname)]
+        return tuple(sorted(set(by_major or [s.package for s in shipping])))
+
+    def shipped_by(self, wheel_name: str) -> bool:
+        """The wheel is a package that ships this library (for any CUDA major): its own library, not a copy."""
+        own = canonicalize_name(wheel_name)
+        return any(canonicalize_name(s.package) == own for s in self.library.shipping)
 
 
 def identify_name(name: str) -> Identity | None:

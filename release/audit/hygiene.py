@@ -4,15 +4,15 @@
   special file, no name twice, no corrupt member (see :mod:`release.audit.wheel`).
 * RECORD lists every file with its sha256 and size, and every hash matches the bytes
   read in the extraction pass.
-* One owner per component: no two libraries with the same SONAME (or name), no ELF
-  file shipped twice under two names.
-* No CUDA driver or runtime grafted in, known by what the file is (its SONAME, the
-  symbol version it defines, the driver functions it exports; see
-  :mod:`release.audit.cuda_identity`), not by its name, and no CUDA library a repair grafted
-  into ``*.libs/``: they come from the driver and the declared packages.
+* One owner per component, and no CUDA driver, runtime or CUDA package's library copied in
+  (:mod:`release.audit.owners`).
 * The platform tag is no more than auditwheel's analysis allows for the symbols,
   libraries and instruction sets the ELF files use (CUDA libraries excluded: they
-  come from the declared packages), and it is the row's tag.
+  come from the declared packages), and it is the row's tag. A library auditwheel counts as
+  external that the wheel does ship is named with the file that links it and the search path
+  that misses it. A wheel with no ELF file but a platform tag (a header-only package tagged per
+  platform, as NVIDIA's nvidia-cuda-cccl is) fails a row of the policy and is a note, not a
+  failure, for a third-party wheel audited standalone.
 * The wheel fits the index's size limit, when one is set.
 """
 
@@ -22,21 +22,29 @@ import base64
 import csv
 import io
 import posixpath
-import re
-from collections import defaultdict
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import parse_wheel_filename
 
-from release.audit.cuda_identity import Identity, identify, identify_name
 from release.audit.limits import first_few
+from release.audit.loader import installed_dir, origin_entry, search_dirs, search_path
 from release.audit.model import AbiReport, Contents, Expectation, Finding, Member, fail, ok
+from release.audit.owners import grafted_findings, owner_findings
 from release.policy.versions import python_tag_matches
-from release.resources.cuda import stem
+
+__all__ = [
+    "archive_findings",
+    "build_path_findings",
+    "check",
+    "grafted_findings",
+    "owner_findings",
+    "platform_findings",
+    "record_findings",
+    "size_findings",
+]
 
 CHECK = "hygiene"
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 _STRONG = ("sha256", "sha384", "sha512")
-_GRAFTED_DIR = re.compile(r"(^|/)[^/]+\.libs/")
 
 
 def _record_digest(algorithm: str, member: Member) -> str | None:
@@ -136,111 +144,42 @@ def archive_findings(contents: Contents) -> list[Finding]:
     return out
 
 
-def owner_findings(contents: Contents) -> list[Finding]:
-    by_key: dict[str, list[str]] = defaultdict(list)
-    by_hash: dict[bytes, list[str]] = defaultdict(list)
-    for lib in contents.libraries:
-        if lib.elf is None:
-            continue
-        key = lib.elf.soname or (lib.name if lib.name.startswith("lib") and lib.is_shared_library else None)
-        if key is not None:
-            by_key[key].append(lib.path)
-        if lib.sha256 is not None:
-            by_hash[lib.sha256].append(lib.path)
-    out = []
-    reported: list[set[str]] = []
-    for key, paths in sorted(by_key.items()):
-        if len(paths) > 1:
-            reported.append(set(paths))
-            out.append(
-                fail(
-                    CHECK,
-                    f"{key} is shipped {len(paths)} times ({', '.join(paths)}): two copies of one library can "
-                    "both be loaded, each with its own state; ship it once",
-                    paths=paths,
-                )
-            )
-    for paths in sorted(by_hash.values()):
-        if len(paths) > 1 and not any(set(paths) <= r for r in reported):
-            out.append(
-                fail(
-                    CHECK,
-                    f"the same ELF file is shipped {len(paths)} times under different names: {', '.join(paths)}",
-                    paths=paths,
-                )
-            )
-    if not out:
-        out.append(ok(CHECK, "one owner per component: no library shipped twice"))
-    return out
-
-
-def _graft_finding(path: str, ident: Identity, wheel_name: str) -> Finding | None:
-    """A failing finding when the file is the driver or the runtime, or a CUDA library a CUDA package
-    provides (known by its content, not its name) in a wheel that is not that package."""
-    lib = ident.library
-    what = ident.describe()
-    renamed = (
-        "" if path.rsplit("/", 1)[-1].startswith(ident.soname.split(".so", 1)[0]) else ", under another name"
+def _unreached(contents: Contents, soname: str, tag: str) -> str | None:
+    """Why auditwheel counts ``soname`` as external although the wheel ships a file of that name: the
+    files linking it and the search path that misses it; None when the wheel has no such file."""
+    shipped = sorted(
+        m.name
+        for m in contents.wheel.files
+        if m.name.rsplit("/", 1)[-1] == soname and installed_dir(m.name) is not None
     )
-    details = {"member": path, "identified_by": ident.evidence, "soname": ident.soname}
-    if lib.is_driver:
-        return fail(
-            CHECK,
-            f"{path} is {what}, known by {ident.evidence}{renamed}: a copy of the CUDA driver grafted into "
-            f"the wheel; it must come from the user's GPU driver; repair with --exclude '{lib.repair_pattern}'",
-            **details,
+    if not shipped:
+        return None
+    folders = {installed_dir(p) for p in shipped}
+    linkers = [lib for lib in contents.libraries if lib.elf is not None and soname in lib.elf.needed]
+    missing = [lib for lib in linkers if not folders & set(search_dirs(lib))]
+    where = " and ".join(shipped)
+    if not missing:
+        return (
+            f"it links {soname}, which {tag} does not allow; the wheel ships it as {where}, but auditwheel "
+            "did not resolve it there"
         )
-    if lib.kind == "runtime":
-        return fail(
-            CHECK,
-            f"{path} is {what}, known by {ident.evidence}{renamed}: a copy of the CUDA runtime grafted into "
-            f"the wheel; it must come from the declared runtime package; repair with --exclude "
-            f"'{lib.repair_pattern}'",
-            **details,
-        )
-    packages = sorted({s.package for s in lib.shipping})
-    name = path.rsplit("/", 1)[-1]
-    hashed = stem(name) != name.split(".so", 1)[0] or stem(ident.soname) != ident.soname.split(".so", 1)[0]
-    grafted = _GRAFTED_DIR.search(path) is not None and hashed
-    if not packages or (ident.evidence == "its file name" and not grafted):
-        return None  # no pip package ships it, or only its name says so (a library of the wheel's own)
-    if canonicalize_name(wheel_name) in {canonicalize_name(p) for p in packages}:
-        return None  # the package's own wheel
-    how = "grafted into the wheel by a repair step" if grafted else "bundled in the wheel"
-    return fail(
-        CHECK,
-        f"{path} is {what}, known by {ident.evidence}: a CUDA library {how}, which "
-        f"{' or '.join(packages)} provides; two copies of it can end up in one process: declare the package "
-        f"and ship no copy (repair with --exclude '{lib.repair_pattern}')",
-        packages=packages,
-        **details,
+    first = missing[0]
+    search, entries = search_path(first)
+    origin = installed_dir(first.path)
+    target = installed_dir(shipped[0])
+    fix = f": add {origin_entry(target or '', origin)!r}" if origin is not None and target is not None else ""
+    who = ", ".join(lib.path for lib in missing[:3]) + (
+        f" and {len(missing) - 3:,} more" if len(missing) > 3 else ""
+    )
+    return (
+        f"{who} link{'s' if len(missing) == 1 else ''} {soname}, which the wheel ships as {where}, but none "
+        f"of {'its' if len(missing) == 1 else 'their'} RPATH/RUNPATH entries reaches it ({first.name}'s "
+        f"{search}: {list(entries) or 'none'}), so auditwheel looks for it on the system, where {tag} does not "
+        f"allow it{fix}"
     )
 
 
-def grafted_findings(contents: Contents) -> list[Finding]:
-    """No CUDA driver or runtime in the wheel, known by SONAME and content (see :mod:`release.audit.cuda_identity`)."""
-    out: list[Finding] = []
-    inspected = {lib.path: lib for lib in contents.libraries}
-    for member in contents.wheel.members:
-        if member.kind not in ("file", "symlink"):
-            continue
-        lib = inspected.get(member.name)
-        ident = identify(lib) if lib is not None else identify_name(member.name)
-        finding = _graft_finding(member.name, ident, contents.wheel.name) if ident is not None else None
-        if finding is not None:
-            out.append(finding)
-    if not out:
-        out.append(
-            ok(
-                CHECK,
-                "no CUDA driver or runtime grafted into the wheel, and no CUDA package's library copied into it "
-                "(by SONAME, symbol versions and exports)",
-            )
-        )
-    return out
-
-
-def _tag_reason(abi: AbiReport, tag: str) -> str:
+def _tag_reason(contents: Contents, abi: AbiReport, tag: str) -> str:
     info = abi.tags.get(tag, {})
     limited = set(info.get("limited_by") or [])
     reasons: list[str] = []
@@ -251,7 +190,17 @@ def _tag_reason(abi: AbiReport, tag: str) -> str:
                 reasons.append(f"{posixpath.basename(path)} needs {', '.join(symbols[-3:])}")
     if "external libraries" in limited:
         libs = info.get("libs_to_eliminate") or []
-        reasons.append(f"it links {', '.join(libs)}, which {tag} does not allow and the wheel does not ship")
+        absent = []
+        for soname in libs:
+            unreached = _unreached(contents, soname, tag)
+            if unreached is None:
+                absent.append(soname)
+            else:
+                reasons.append(unreached)
+        if absent:
+            reasons.append(
+                f"it links {', '.join(absent)}, which {tag} does not allow and the wheel does not ship"
+            )
     if "blacklisted symbols" in limited:
         for lib, symbols in (info.get("blacklisted_symbols") or {}).items():
             reasons.append(f"it uses {lib} symbols that {tag} forbids: {', '.join(symbols[:5])}")
@@ -313,13 +262,26 @@ def platform_findings(contents: Contents, expectation: Expectation) -> list[Find
         out.append(fail(CHECK, "no ELF file of the wheel could be read: the platform tag cannot be verified"))
         return out
     if abi.pure or not has_elf:
-        out.append(
-            fail(
-                CHECK,
-                f"the wheel is tagged {', '.join(wheel.platform_tags)} but auditwheel finds no platform ELF file "
-                "in it; a pure wheel is tagged 'any'",
+        claimed = ", ".join(wheel.platform_tags)
+        if expectation.standalone:
+            # a third-party wheel: a header-only package may be tagged per platform on purpose
+            out.append(
+                ok(
+                    CHECK,
+                    f"note: the wheel is tagged {claimed} but has no platform ELF file; auditwheel would call it a "
+                    "pure wheel (tag 'any'), and a header-only package tagged per platform on purpose "
+                    "(nvidia-cuda-cccl is) installs only where its tag says: not a failure of a wheel audited "
+                    "without a policy",
+                )
             )
-        )
+        else:
+            out.append(
+                fail(
+                    CHECK,
+                    f"the wheel is tagged {claimed} but auditwheel finds no platform ELF file in it; a pure wheel "
+                    "is tagged 'any'",
+                )
+            )
         return out
     if abi.error is not None:
         out.append(fail(CHECK, f"auditwheel could not analyse the wheel: {abi.error}"))
@@ -357,7 +319,7 @@ def platform_findings(contents: Contents, expectation: Expectation) -> list[Find
                 fail(
                     CHECK,
                     f"platform tag {tag} claims more than the wheel allows: auditwheel says {abi.overall_tag} at "
-                    f"best ({_tag_reason(abi, tag)}); build on an older manylinux image or tag it {abi.overall_tag}",
+                    f"best ({_tag_reason(contents, abi, tag)}); build on an older manylinux image or tag it {abi.overall_tag}",
                     **details,
                 )
             )

@@ -73,12 +73,27 @@ def resolve(entry: str, origin: str | None) -> str | None:
     return "" if joined == "." else joined
 
 
+def origin_entry(target: str, origin: str) -> str:
+    """The ``$ORIGIN`` entry that reaches ``target`` from a file installed in ``origin`` (both
+    site-packages-relative, ``""`` the root): ``$ORIGIN`` for its own folder, never ``$ORIGIN/.``."""
+    rel = posixpath.relpath(posixpath.normpath(target or "."), posixpath.normpath(origin or "."))
+    return "$ORIGIN" if rel == "." else f"$ORIGIN/{rel}"
+
+
 def search_path(lib: Library) -> tuple[str, tuple[str, ...]]:
     """What the loader uses for the library's own DT_NEEDED: RUNPATH, else RPATH."""
     assert lib.elf is not None
     if lib.elf.runpath:
         return "RUNPATH", lib.elf.runpath
     return "RPATH", lib.elf.rpath
+
+
+def search_dirs(lib: Library) -> tuple[str, ...]:
+    """The site-packages-relative folders the library's search path reaches (its ``$ORIGIN`` entries)."""
+    if lib.elf is None:
+        return ()
+    origin = installed_dir(lib.path)
+    return tuple(d for d in (resolve(e, origin) for e in search_path(lib)[1]) if d is not None)
 
 
 def _bad_entries(lib: Library) -> list[Finding]:
@@ -221,7 +236,7 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
                 out.append(wrong_soname(lib, needed, provider, expectation))
                 continue
             want = provider.installs_to.strip("/")
-            fix = "$ORIGIN/" + posixpath.relpath(want, origin or ".") if origin is not None else None
+            fix = origin_entry(want, origin) if origin is not None else None
             if want in dirs:
                 entry = next(e for e, d in resolved if d == want)
                 reached.append(f"{lib.path} -> {needed} via {entry} = {want} ({provider.name})")
