@@ -189,9 +189,13 @@ def _dynamic_from_segments(f: ElfFile, h: Header, segments: list[Segment]) -> _D
 
 
 def _split_paths(values: list[str]) -> tuple[str, ...]:
+    """DT_RPATH/DT_RUNPATH values as the loader reads them: an empty element of a value (``/x:``,
+    ``:``) is the working directory and is kept as ``""``; a value that is wholly empty names nothing
+    (glibc 2.36 here: ``/x:`` loads a library from the working directory, an empty RUNPATH does not)."""
     out: list[str] = []
     for value in values:
-        out.extend(p for p in value.split(":") if p)
+        if value:
+            out.extend(value.split(":"))
     return tuple(out)
 
 

@@ -123,7 +123,11 @@ def _bad_entries(lib: Library) -> list[Finding]:
                     fail(
                         CHECK,
                         f"{lib.name} has a {tag} entry {entry!r} that is neither absolute nor $ORIGIN-relative: "
-                        "the loader resolves it against the working directory of whoever runs Python",
+                        "the loader resolves it against the working directory of whoever runs Python"
+                        if entry
+                        else f"{lib.name} has an empty {tag} entry ({':'.join(entries)!r}): the loader reads "
+                        "it as the working directory of whoever runs Python, and loads a library of that name "
+                        "from there; remove it",
                         lib.path,
                         entry=entry,
                     )

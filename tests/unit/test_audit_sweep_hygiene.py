@@ -453,3 +453,31 @@ def test_a_header_only_wheel_with_a_platform_tag_fails_a_row(tmp_path: Path) -> 
         "the wheel is tagged manylinux2014_x86_64 but auditwheel finds no platform ELF file in it; a pure wheel "
         "is tagged 'any'"
     ]
+
+
+# --------------------------------------------------------------------------- an empty RUNPATH element
+
+
+def test_an_empty_runpath_element_is_the_working_directory(tmp_path: Path, gcc: Gcc) -> None:
+    """triton 3.8's plugins end their RUNPATH with ':'. glibc reads the empty element as the working
+    directory (checked here: a program with RUNPATH '/x:' loads its library from the folder it is run
+    in), so a library of that name there is loaded instead: must fail. The reader used to drop it."""
+    lib = "pkg/lib/libk.so"
+    with opened(write_wheel(tmp_path / "bad", "pkg", {lib: gcc.so("libk.so", runpath=("$ORIGIN", ""))})) as c:
+        (only,) = [x for x in c.libraries if x.path == lib]
+        assert only.elf is not None and only.elf.runpath == ("$ORIGIN", "")
+        msgs = failing(loader.check(c, cuda()))
+    assert any(
+        "libk.so has an empty RUNPATH entry ('$ORIGIN:')" in m and "working directory" in m for m in msgs
+    )
+    with opened(write_wheel(tmp_path / "good", "pkg", {lib: gcc.so("libk.so", runpath=("$ORIGIN",))})) as c:
+        assert not [m for m in failing(loader.check(c, cuda())) if "RUNPATH entry" in m]
+
+
+def test_a_wholly_empty_search_path_names_nothing() -> None:
+    """An empty DT_RUNPATH string loads nothing from the working directory (glibc): no entry."""
+    from release.audit.elf import _split_paths
+
+    assert _split_paths([""]) == ()
+    assert _split_paths([":"]) == ("", "")
+    assert _split_paths(["/a::/b"]) == ("/a", "", "/b")
