@@ -21,6 +21,10 @@ The audit's read-back (``arch_list_found``) is written in this syntax.
 JIT; a newer CUDA major cannot load). ``--checks device_code,gpus``: run only those checks
 (the result is partial: no record a publish may trust). ``--allow embedded-device-code`` and
 ``--allow extra-variants``: what a row's policy would allow.
+
+No claim and no policy (:func:`unclaimed_expectation`): the wheel is audited standalone with the
+checks that need no claim (:data:`NO_CLAIM_CHECKS`), a partial audit that writes no record; its
+device code is read and reported (inventory, GPU table, the claim read back), not judged.
 """
 
 from __future__ import annotations
@@ -39,17 +43,27 @@ from release.resources.cuda import cuda
 
 __all__ = [
     "ALLOWABLE",
+    "CLAIM_HINT",
+    "NO_CLAIM_CHECKS",
     "LibraryArchs",
     "apply_options",
     "claim_expectation",
     "parse_checks",
     "parse_claim",
     "parse_runs_on",
+    "unclaimed",
+    "unclaimed_expectation",
     "variant_train",
 ]
 
 LibraryArchs = tuple[tuple[str, tuple[Arch, ...]], ...]
 ALLOWABLE = ("embedded-device-code", "extra-variants")
+# what a wheel can be held to with no claim: whether it carries device code, and for which GPUs, is the claim
+NO_CLAIM_CHECKS = ("packages", "loader", "hygiene", "cpp_consumer")
+CLAIM_HINT = (
+    "--gpu-archs LIST (each audit prints one: 'device code found, as a claim'), --runs-on CCs "
+    "[--driver VERSION], or --variant cpu for a wheel without device code"
+)
 _VARIANT = re.compile(r"\Acu(\d{2,3})\Z")
 
 
@@ -205,3 +219,26 @@ def claim_expectation(
             standalone=True,
         )
     return apply_options(base, runs_on=runs_on, driver=driver, checks=checks, allow=allow)
+
+
+def unclaimed_expectation(
+    *, driver: str | None = None, checks: str | None = None, allow: Sequence[str] = ()
+) -> Expectation:
+    """No claim and no policy: a standalone audit with the checks that need no claim (``--checks``
+    chooses others), its train and packages from the wheel. ``libraries``, ``device_code`` and
+    ``gpus`` judge device code against a claim (a CUDA wheel without one fails them closed), so they
+    run only when asked for; the device code is still read and reported."""
+    base = Expectation("cuda", None, (), (), standalone=True)
+    return apply_options(base, driver=driver, checks=checks or ",".join(NO_CLAIM_CHECKS), allow=allow)
+
+
+def unclaimed(expectation: Expectation) -> bool:
+    """The expectation :func:`unclaimed_expectation` makes (before the wheel completes it): standalone,
+    with no variant, arch list or GPU to run on."""
+    return (
+        expectation.standalone
+        and expectation.variant == "cuda"
+        and expectation.train is None
+        and not expectation.has_arch_claim
+        and not expectation.runs_on
+    )

@@ -5,7 +5,11 @@ claims (:func:`release.records.row_matches_wheel`). A file is audited as it is (
 party's wheel has no build record); a ROW argument means that row's wheel in ``--dist``,
 and its build record must match it (the record chain, exit 1 when it does not). Exit codes: 0 every wheel
 passed, 1 some wheel has failing findings, 2 bad input (unreadable wheel, unknown
-row, malformed arch list). A record ``<wheel>.audit.json`` and a page ``<wheel>.audit.html``
+row, malformed arch list); with ``--json`` every error, the command's own too (a missing
+policy, a claim that does not parse), is in the document's ``errors`` as well as on stderr.
+Wheel files with no claim and no rows.toml in this folder are audited standalone with the
+checks that need no claim (:func:`release.audit.claim.unclaimed_expectation`): a partial audit.
+A record ``<wheel>.audit.json`` and a page ``<wheel>.audit.html``
 (the GPU support grid, the findings, the inventory) are written beside each audited wheel
 unless ``--no-record``. Under GitHub Actions each failing finding is also an ``::error``
 annotation (title: the check) and each CUDA wheel's GPU support table goes to the job summary.
@@ -20,14 +24,21 @@ from pathlib import Path
 from typing import Any
 
 from release import records
+from release.audit.claim import CLAIM_HINT, NO_CLAIM_CHECKS, unclaimed
 from release.audit.html import HTML_SUFFIX, render_html
 from release.audit.model import AuditResult, Expectation
-from release.audit.options import add_claim_options, fixed_expectation, record_allowed, row_options
+from release.audit.options import (
+    add_claim_options,
+    fixed_expectation,
+    is_wheel_argument,
+    record_allowed,
+    row_options,
+)
 from release.audit.record import write_record
 from release.audit.report import render_gpu_markdown, render_json, render_text
 from release.audit.run import audit_wheel
 from release.core import log
-from release.core.errors import CheckFailed, InputError
+from release.core.errors import CheckFailed, InputError, WheelwrightError
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand, select
 from release.policy.model import Policy
@@ -46,32 +57,35 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN40
         "unit, declared CUDA packages, RPATH/RUNPATH, RECORD, platform tag (auditwheel), C++ SDK. "
         "Exit 0 all passed, 1 findings, 2 bad input.",
     )
-    p.add_argument(
+    p.add_argument(  # "*": a missing WHEEL is the command's InputError, in the JSON document too
         "wheels",
-        nargs="+",
+        nargs="*",
         metavar="WHEEL",
         help="wheel files to audit as they are, or row ids/globs: that row's wheel in --dist, "
         "which needs its build record",
     )
-    which = p.add_mutually_exclusive_group()
-    which.add_argument(
+    p.add_argument(
         "--row", metavar="ID", help="audit against this row (default: the row each file name claims)"
     )
-    which.add_argument(
+    p.add_argument(
         "--variant",
         metavar="VARIANT",
-        help="audit against a variant (cpu, cu130, ...) instead of a row: for wheels not built from this policy",
+        help="audit against a variant (cpu, cu130, ...) instead of a row: for wheels not built from this "
+        "policy (not with --row)",
     )
     p.add_argument(
         "--gpu-archs",
         metavar="LIST",
         help="the GPU architectures the wheel claims, a claim of its own (no --variant needed): "
         '"7.5;8.0;12.0+PTX", PTX only as "compute_90", a/f variants as "9.0a"/"10.0f", one list '
-        'per library as "libfoo.so=8.0;9.0+PTX" (a CUDA wheel without a claim fails: there is '
-        "nothing to hold its device code to)",
+        'per library as "libfoo.so=8.0;9.0+PTX" (a CUDA wheel without a claim fails device_code: there '
+        "is nothing to hold its device code to; with no claim and no policy at all, only the checks "
+        f"that need no claim run: {', '.join(NO_CLAIM_CHECKS)})",
     )
     add_claim_options(p)
-    p.add_argument("--policy", default=DEFAULT_POLICY, help="policy file (default: %(default)s)")
+    p.add_argument(  # None: rows.toml in this folder when there is one (a wheel file needs none)
+        "--policy", default=None, help=f"policy file (default: {DEFAULT_POLICY} in this folder, if any)"
+    )
     p.add_argument("--json", action="store_true", help='versioned JSON ({"version": 1, ...}) on stdout')
     p.add_argument("--gpu-markdown", action="store_true", help="print the GPU support tables as markdown")
     p.add_argument(
@@ -107,11 +121,29 @@ def _row(rows: tuple[Row, ...], row_id: str, policy: Policy) -> Row:
     raise InputError(f"{policy.path} has no row {row_id!r}{hint}")
 
 
+def _no_policy(args: argparse.Namespace) -> InputError:
+    """What a row id or ``--row`` says when there is no rows.toml here, and how to audit without one."""
+    what = (
+        f"--row {args.row}: a row"
+        if args.row is not None
+        else f"{next((w for w in args.wheels if not is_wheel_argument(w)), '')!r} is not a wheel file; a row id"
+    )
+    return InputError(
+        f"{what} is read from the policy, and there is no {DEFAULT_POLICY} in this folder: pass --policy "
+        f"PATH or run from the repo root. A wheel file needs no policy: give its path, and to judge its "
+        f"device code a claim: {CLAIM_HINT}"
+    )
+
+
 def _fixed_expectation(args: argparse.Namespace) -> tuple[Expectation | None, Policy | None, str | None]:
+    if not args.wheels:
+        raise InputError("name at least one wheel file (or, with a policy, a row id)")
     fixed = fixed_expectation(args, lambda path, required: _policy(path, required=required), DEFAULT_POLICY)
     if fixed[0] is not None:
         return fixed
-    policy, digest = _policy(args.policy, required=True)
+    if args.policy is None and not Path(DEFAULT_POLICY).is_file():
+        raise _no_policy(args)
+    policy, digest = _policy(args.policy or DEFAULT_POLICY, required=True)
     assert policy is not None
     if args.row is not None:
         exp = row_options(Expectation.from_row(_row(expand(policy), args.row, policy)), args)
@@ -126,10 +158,10 @@ def _wheels(args: argparse.Namespace, policy: Policy | None) -> list[str]:
     wheels: list[str] = []
     problems: list[str] = []
     for item in args.wheels:
-        if item.endswith(".whl") or Path(item).exists():
+        if is_wheel_argument(item):
             wheels.append(item)
             continue
-        policy = policy or load_policy(args.policy)
+        policy = policy or load_policy(args.policy or DEFAULT_POLICY)
         for row in select(policy, expand(policy), patterns=(item,)):
             wheel = records.the_wheel(Path(args.dist), row, "audit")
             try:
@@ -169,12 +201,35 @@ def _github(result: AuditResult) -> None:
         log.job_summary(f"### audit of `{result.wheel}`: {verdict}\n\n{render_gpu_markdown(result)}")
 
 
+def _error(wheel: str | None, exc: WheelwrightError) -> dict[str, Any]:
+    """An entry of the JSON document's ``errors``: a wheel's, or the command's (``wheel`` null)."""
+    return {"wheel": wheel, "error": str(exc), "exit_code": exc.return_code}
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
+    """Audit every wheel. An error of the command itself (bad input before any wheel, a tool missing)
+    still prints the JSON document with ``--json``, then goes to :func:`release.cli.main` (stderr, its
+    exit code)."""
+    results: list[AuditResult] = []
+    errors: list[dict[str, Any]] = []
+    try:
+        return _audit(args, results, errors)
+    except WheelwrightError as exc:
+        if args.json:
+            print(render_json(results, [*errors, _error(None, exc)]))
+        raise
+
+
+def _audit(args: argparse.Namespace, results: list[AuditResult], errors: list[dict[str, Any]]) -> int:
     fixed, policy, digest = _fixed_expectation(args)
     args.wheels = _wheels(args, policy)
+    if fixed is not None and unclaimed(fixed):
+        log.warn(
+            f"note: no claim and no {DEFAULT_POLICY} here: each wheel is audited standalone with the checks "
+            f"that need no claim ({', '.join(fixed.checks or NO_CLAIM_CHECKS)}), a partial audit that writes no "
+            f"record; its device code is reported, not judged. To judge it: {CLAIM_HINT}"
+        )
     rows = expand(policy) if fixed is None and policy is not None else ()
-    results = []
-    errors: list[dict[str, Any]] = []
     code = 0
     for wheel in args.wheels:
         try:
@@ -186,9 +241,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
                 expectation = row_options(replace(Expectation.from_row(row), policy_sha256=digest), args)
             result = audit_wheel(wheel, expectation, cross_check_cuobjdump=args.cross_check)
         except InputError as exc:
-            errors.append({"wheel": Path(wheel).name, "error": str(exc), "exit_code": exc.return_code})
-            if not args.json:
-                log.warn(f"error: {exc}")
+            errors.append(_error(Path(wheel).name, exc))
+            log.warn(f"error: {exc}")
             code = max(code, exc.return_code)
             continue
         results.append(result)

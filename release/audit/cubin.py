@@ -11,8 +11,19 @@ module reads just enough of an entry to tell:
   link step's unit has only ``.nv.info``, ``.nv.callgraph`` and notes);
 * PTX holds a kernel when it has an ``.entry`` directive;
 * a cubin's ``.note.nv.tkinfo`` names the ptxas that wrote it (``Cuda compilation tools,
-  release 13.0``) and its ``-arch sm_100f`` (the ELF header's flags carry the architecture,
-  not the a/f variant).
+  release 13.0``) and its ``-arch sm_100f``.
+
+A cubin's ELF header says its architecture in two layouts, told apart by ``e_ident[EI_ABIVERSION]``
+(checked on cubins of the CUDA 12.4 and 13.0 ptxas, and on CUPTI 13.0's cubins against cuobjdump):
+
+* **ABI version 7** (OS/ABI 0x33; every ptxas up to CUDA 12.x): the SM in the low byte of
+  ``e_flags`` (``0x500550``: sm_80, ``0x5a0d5a``: sm_90a), bit 0x800 the ``a`` variant
+  (``EF_CUDA_ACCELERATORS``) from sm_90a on (older ptxas set that bit as ``EF_CUDA_SW_1729687``:
+  ``0x3c0d3c`` is a plain sm_60), the virtual architecture in bits 16-23, and ``e_version`` the
+  toolkit (``124``: CUDA 12.4). CUDA 12.4's ptxas writes no ``.note.nv.tkinfo``.
+* **ABI version 8** (OS/ABI 0x41; CUDA 13): the SM in bits 8-15 (``0x6005004``: sm_80),
+  ``e_version`` 1; the a/f variant and the toolkit only in ``.note.nv.tkinfo`` (ptxas 13.0
+  writes the same flags for sm_90 and sm_90a).
 
 Compressed payloads: LZ4 blocks (flag 0x2000) are decoded here in Python; zstd frames (flag
 0x8000) through the system's ``libzstd.so.1`` (its public streaming API, by ctypes). Output
@@ -41,6 +52,7 @@ __all__ = [
     "UnitFacts",
     "cubin_target",
     "decompress",
+    "header_target",
     "lz4_block",
     "unit_facts",
     "zstd_available",
@@ -49,6 +61,9 @@ __all__ = [
 PREFIX = 64 * 1024  # bytes of an entry looked at first
 MAX_ENTRY = 64 * 1024 * 1024  # never decompress more than this of one entry
 EM_CUDA = 190
+ABI_V8 = 8  # e_ident[EI_ABIVERSION] from CUDA 13 on: the SM moved to e_flags bits 8-15
+ACCELERATORS_V7 = 0x800  # e_flags of ABI version 7: the "a" variant (sm_90a and later)
+FIRST_ARCH_SPECIFIC = 90  # sm_90a, CUDA 12.0: before it, ptxas used bit 0x800 for something else
 
 _TEXT = re.compile(rb"\0\.text\.[^\0]")
 _ENTRY = re.compile(rb"(?m)^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s")
@@ -228,7 +243,7 @@ def unit_facts(fd: int, unit: Fatbinary) -> UnitFacts:
                 unknown = f"{entry.name} is zstd-compressed and this machine has no libzstd.so.1"
                 continue
             if entry.kind == "sass":
-                toolkits.update(_releases(data))
+                toolkits.update(_cubin_toolkits(data))
             if _holds_code(entry, data):
                 return UnitFacts(True, tuple(sorted(toolkits)))
             size = _full_size(entry)
@@ -247,6 +262,15 @@ def _releases(data: bytes) -> Iterable[tuple[int, int]]:
     return {(int(m[1]), int(m[2])) for m in _RELEASE.finditer(data)}
 
 
+def _cubin_toolkits(data: bytes) -> set[tuple[int, int]]:
+    """The ptxas releases a cubin (or the start of one) names: its ``.note.nv.tkinfo``, else the
+    toolkit an ABI-7 header keeps in ``e_version``."""
+    found = set(_releases(data))
+    if not found and is_cubin_header(data) and (toolkit := _header_toolkit(data)) is not None:
+        found.add(toolkit)
+    return found
+
+
 # --------------------------------------------------------------------------- cubin files and images
 
 
@@ -258,20 +282,45 @@ class CubinTarget:
     kernels: bool
 
 
+def header_target(head: bytes) -> tuple[int, str]:
+    """(SM, variant) from a cubin's ELF header, by its ABI version (the module docstring): the
+    variant only where the header says it (``a`` in ABI version 7), else ``""``."""
+    (flags,) = struct.unpack_from("<I", head, 0x30)
+    if head[8] >= ABI_V8:
+        return (flags >> 8) & 0xFF, ""
+    arch = flags & 0xFF
+    return arch, "a" if flags & ACCELERATORS_V7 and arch >= FIRST_ARCH_SPECIFIC else ""
+
+
+def _header_toolkit(head: bytes) -> tuple[int, int] | None:
+    """The toolkit an ABI-7 header names in ``e_version`` (``124``: CUDA 12.4; cuobjdump's
+    ``toolkit=``); None for ABI version 8 (``e_version`` 1) or a value no toolkit writes."""
+    if len(head) < 0x18 or head[8] >= ABI_V8:
+        return None
+    (version,) = struct.unpack_from("<I", head, 0x14)
+    if not 20 <= version < 1000:
+        return None
+    major, minor = divmod(version, 10)
+    return major, minor
+
+
 def cubin_target(head: bytes, data: bytes) -> CubinTarget | None:
     """The target of a cubin (an ELF file for EM_CUDA) from its ELF header ``head`` and its bytes (or
-    their start) ``data``; None when it is not a 64-bit little-endian cubin."""
+    their start) ``data``; None when it is not a 64-bit little-endian cubin. The architecture comes
+    from the header, by its ABI version; the variant from the ``-arch`` its ``.note.nv.tkinfo``
+    names when that is the header's architecture, else from the header (ABI version 7's ``a`` bit)."""
     if len(head) < 0x34 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
         return None
     (machine,) = struct.unpack_from("<H", head, 0x12)
     if machine != EM_CUDA:
         return None
-    (flags,) = struct.unpack_from("<I", head, 0x30)
-    arch = (flags >> 8) & 0xFF if head[8] >= 7 else flags & 0xFF  # the ABI version moved the field
+    arch, variant = header_target(head)
     m = _ARCH.search(data)
-    variant = m[2].decode() if m is not None and int(m[1]) == arch else ""
+    if m is not None and int(m[1]) == arch:
+        variant = m[2].decode()
     releases = sorted(_releases(data))
-    return CubinTarget(arch, variant, releases[-1] if releases else None, _TEXT.search(data) is not None)
+    toolkit = releases[-1] if releases else _header_toolkit(head)
+    return CubinTarget(arch, variant, toolkit, _TEXT.search(data) is not None)
 
 
 def is_cubin_header(head: bytes) -> bool:

@@ -314,6 +314,31 @@ def _cpu(contents: Contents) -> list[Finding]:
     return cpu or [ok(CHECK, "no device code in any library, as a CPU wheel must be")]
 
 
+def _nothing_to_hold(contents: Contents, expectation: Expectation) -> Finding:
+    """No library carries device code in a section or a device code file. Device code embedded as
+    data (allowed, or this is not reached) is device code, but not code a GPU claim can be held to."""
+    claimed = expectation.arch_labels
+    embedded = [lib for lib in contents.libraries if lib.embedded]
+    if embedded:
+        images = sum(len(lib.embedded) for lib in embedded)
+        names = ", ".join(lib.name for lib in embedded)
+        what = f"the claimed GPU architectures {claimed}" if claimed else "the GPUs of --runs-on"
+        return fail(
+            CHECK,
+            f"the wheel's only device code is embedded as data ({images:,} image{'s' if images != 1 else ''} "
+            f"in {names}), which each library loads itself: the audit cannot tie it to a kernel or a GPU, so "
+            f"{what} cannot be confirmed from it (no library has a .nv_fatbin or __nv_relfatbin section, and "
+            "the wheel has no .cubin/.fatbin/.ptx file)",
+            embedded_only=[lib.path for lib in embedded],
+        )
+    return fail(
+        CHECK,
+        f"no library carries device code, so none of the claimed GPU architectures {claimed} is covered"
+        if claimed
+        else "no library carries device code, so it runs on no GPU",
+    )
+
+
 def check(contents: Contents, expectation: Expectation) -> list[Finding]:
     libs = contents.libraries
     if not expectation.is_cuda:
@@ -342,16 +367,7 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
     device = [lib for lib in libs if lib.has_device_code and lib.fatbin_error is None]
     if not device:
         if not any(not f.ok for f in out):
-            claimed = expectation.arch_labels
-            out.append(
-                fail(
-                    CHECK,
-                    f"no library carries device code, so none of the claimed GPU architectures {claimed} "
-                    "is covered"
-                    if claimed
-                    else "no library carries device code, so it runs on no GPU",
-                )
-            )
+            out.append(_nothing_to_hold(contents, expectation))
         return out
     passing: list[Library] = []
     for lib in device:

@@ -211,16 +211,36 @@ def _read(mm: Buffer, at: int, size: int) -> bytes:
     return ctypes.string_at(ctypes.addressof(mm) + at, max(0, min(size, len(mm) - at)))
 
 
+_SHDR = struct.Struct("<IIQQQQIIQQ")  # an ELF64 section header: name, type, flags, addr, offset, size, ...
+
+
+def _cubin_extent(mm: Buffer, head: bytes, at: int, end: int) -> int | None:
+    """The bytes of the cubin at ``at``: to the end of its header tables and of every section with file
+    bytes (ptxas writes the section table first in many cubins: CUPTI 13.0's, 92 of 94); None when a
+    table or section lies outside ``end`` or the tables are not ELF64's."""
+    phoff, shoff = struct.unpack_from("<QQ", head, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", head, 0x36)
+    if shoff == 0 or shentsize != _SHDR.size or (phnum and phentsize != 56):
+        return None
+    size = max(shoff + shentsize * shnum, phoff + phentsize * phnum)
+    if size <= 0x40 or at + size > end:
+        return None
+    table = _read(mm, at + shoff, shentsize * shnum)
+    for i in range(shnum):
+        _name, kind, _flags, _addr, offset, length, *_rest = _SHDR.unpack_from(table, i * _SHDR.size)
+        if kind != SHT_NOBITS:
+            size = max(size, offset + length)
+    return size if at + size <= end else None
+
+
 def _cubin(mm: Buffer, section: str, at: int, end: int) -> EmbeddedImage | None:
     if at + 0x40 > end:
         return None
     head = _read(mm, at, 0x40)
     if struct.unpack_from("<H", head, 0x12)[0] != 190 or head[4] != 2:
         return None
-    (shoff,) = struct.unpack_from("<Q", head, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
-    size = shoff + shentsize * shnum
-    if shoff == 0 or size <= 0x40 or at + size > end:
+    size = _cubin_extent(mm, head, at, end)
+    if size is None:
         return None
     target = cubin_target(head, _read(mm, at, min(size, PREFIX)))
     if target is None:

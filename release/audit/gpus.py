@@ -15,20 +15,35 @@ list shows up here, invisible in the union over the library); each cell also car
 driver its path needs (:mod:`release.audit.drivers`). A library that cannot load (relocatable
 device code never device-linked) runs on nothing.
 
-The check fails for a GPU whose exact capability is claimed strictly (``9.0``, not ``sm_90``)
-where a library is not native; for a GPU of ``--runs-on`` where a library does not run (native
-or by JIT, on the driver when one is given); and, with a driver given, for a library whose PTX
-the driver cannot JIT-compile on GPUs only its PTX serves. The table is the "which GPUs can run
-this wheel" report.
+The check fails:
+
+* for a GPU whose exact capability is claimed strictly (``9.0``, not ``sm_90``) where a library
+  is not native in every translation unit with kernels (``ptx-jit``, ``partial`` or ``none``): a
+  row's ``gpu_archs`` are such claims, so a unit its build left without the row's list fails
+  here, whatever the unit is for;
+* for a GPU of ``--runs-on`` where a library is ``none``: no unit has SASS or PTX for it, or the
+  driver (when one is given) refuses its path;
+* with a driver given, for a library whose PTX the driver cannot JIT-compile on GPUs only its
+  PTX serves.
+
+``partial`` on a GPU of ``--runs-on`` passes, with a note: some units run there, the others hold
+kernels only for other GPUs (cuBLAS 13.1's libcublasLt: 868 units for sm_90a and sm_120f, 780
+for sm_100 only, 273 for sm_90a only). Arch-specific units are the rule in NVIDIA's libraries,
+whose host code dispatches each only on the GPUs it targets; the binary does not show that
+dispatch, so the note names how many units hold kernels only for other GPUs and their targets,
+and a claim that must hold every unit says ``X.Y``. The table is the "which GPUs can run this
+wheel" report.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from release.audit.drivers import Need, library_cuda_major, need_for_entry, need_for_gpu, need_for_major
 from release.audit.fatbin import Fatbinary
+from release.audit.libraries import HOST_ONLY_HINT
 from release.audit.model import Contents, Expectation, Finding, GpuRow, Library, fail, ok
 from release.policy.archs import Support, ptx_runs_on, sass_runs_on
 from release.resources.cuda import Gpu, cuda
@@ -161,25 +176,55 @@ def _not_native(lib: Library, gpu: Gpu, c: Cell, who: str) -> Finding:
     )  # fmt: skip
 
 
+def _on_driver(expectation: Expectation) -> str:
+    if expectation.driver and expectation.driver_source:
+        return f" on a CUDA {expectation.driver.label} driver ({expectation.driver_source})"
+    return ""
+
+
 def _does_not_run(lib: Library, gpu: Gpu, c: Cell, expectation: Expectation) -> Finding:
     total = sum(c.counts.values())
     if lib.cannot_load or c.why:
         how = c.why
     else:
-        how = (
-            f"{c.counts['none']} of its {total} translation units with kernels have neither SASS nor PTX for it"
-            + (" (kernels built only for other GPUs)" if c.support == "partial" else "")
-        )
-    on = (
-        f" on a CUDA {expectation.driver.label} driver ({expectation.driver_source})"
-        if expectation.driver and expectation.driver_source
-        else ""
-    )
+        how = f"{c.counts['none']} of its {total} translation units with kernels have neither SASS nor PTX for it"
+    on = _on_driver(expectation)
     return fail(
         CHECK,
         f"{lib.name} does not run on {gpu.name} ({gpu.major}.{gpu.minor}){on}, which --runs-on names: {how}",
         lib.path, gpu=gpu.name, cc=f"{gpu.major}.{gpu.minor}", support=c.support, kernel_units=dict(c.counts),
         needs_driver=c.needs.label() if c.needs else None,
+    )  # fmt: skip
+
+
+def _targets(fb: Fatbinary) -> str:
+    """``sm_90a, compute_100``: what a unit carries for a GPU to run, by architecture."""
+    runnable = sorted(
+        {e for e in fb.entries if e.kind in ("sass", "ptx")},
+        key=lambda e: (e.arch, e.variant, e.kind != "sass"),
+    )
+    return ", ".join(e.name for e in runnable)
+
+
+def _runs_in_part(lib: Library, gpu: Gpu, c: Cell, expectation: Expectation) -> Finding:
+    """``partial`` on a GPU of --runs-on: a pass, noting the units that hold kernels only for other GPUs."""
+    total = sum(c.counts.values())
+    elsewhere = [fb for fb in lib.kernel_units if fatbin_support(fb, gpu.major, gpu.minor) == "none"]
+    sets = Counter(_targets(fb) for fb in elsewhere)
+    shown = [f"{n} with {names}" for names, n in sets.most_common(3)]
+    if len(sets) > 3:
+        shown.append(f"{len(sets) - 3} more target sets")
+    example = elsewhere[0]
+    cc = f"{gpu.major}.{gpu.minor}"
+    return ok(
+        CHECK,
+        f"{lib.name} runs{_on_driver(expectation)} on {gpu.name} ({cc}), which --runs-on names, in "
+        f"{total - len(elsewhere)} of its {total} translation units with kernels; the other {len(elsewhere)} "
+        f"hold kernels only for other GPUs ({'; '.join(shown)}; e.g. the unit at file offset {example.offset:#x}: "
+        f"{_targets(example)}): its host code must call them only on those GPUs, which the audit cannot see "
+        f"(a claim of {cc} holds every unit to it)",
+        lib.path, gpu=gpu.name, cc=cc, support=c.support, kernel_units=dict(c.counts),
+        units_for_other_gpus=len(elsewhere), target_sets=dict(sets.most_common()),
     )  # fmt: skip
 
 
@@ -211,6 +256,23 @@ def _driver_findings(lib: Library, expectation: Expectation) -> list[Finding]:
     ]  # fmt: skip
 
 
+def _no_device_code(contents: Contents) -> Finding:
+    """No library with readable device code in a section or a device code file: nothing runs on a GPU
+    that the audit can see, whatever is embedded as data."""
+    if any(lib.fatbin_error is not None for lib in contents.libraries):
+        return fail(CHECK, "no readable device code: the wheel runs on none of the claimed GPUs")
+    embedded = [lib for lib in contents.libraries if lib.embedded]
+    if embedded:
+        return fail(
+            CHECK,
+            "the wheel's only device code is embedded as data (in "
+            + ", ".join(lib.name for lib in embedded)
+            + "), which the audit cannot tie to a GPU: none of the claimed GPUs can be confirmed",
+            embedded_only=[lib.path for lib in embedded],
+        )
+    return fail(CHECK, f"no device code: the wheel runs on none of the claimed GPUs; {HOST_ONLY_HINT}")
+
+
 def check(contents: Contents, expectation: Expectation) -> list[Finding]:
     if not expectation.is_cuda:
         return [ok(CHECK, "CPU wheel: runs on no GPU by design")]
@@ -219,8 +281,9 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
     libs = _libraries(contents)
     readable = [lib for lib in contents.device_libraries if lib.fatbin_error is None]
     if not readable:
-        return [fail(CHECK, "no readable device code: the wheel runs on none of the claimed GPUs")]
+        return [_no_device_code(contents)]
     out: list[Finding] = []
+    notes: list[Finding] = []  # partial on a GPU of --runs-on
     for lib in libs:
         for major, minor in _strict(lib, expectation):
             gpu = _gpu(major, minor)
@@ -232,8 +295,10 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
         for major, minor in expectation.runs_on:
             gpu = _gpu(major, minor)
             c = cell(lib, gpu, expectation)
-            if c.support in ("none", "partial"):
+            if c.support == "none":
                 out.append(_does_not_run(lib, gpu, c, expectation))
+            elif c.support == "partial":
+                notes.append(_runs_in_part(lib, gpu, c, expectation))
         out += _driver_findings(lib, expectation)
     stubs = {lib.path: len(lib.stub_units) for lib in readable if lib.stub_units}
     if not out:
@@ -245,18 +310,27 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
             )
         if expectation.runs_on:
             on = f" on a CUDA {expectation.driver.label} driver" if expectation.driver else ""
+            some = len({f.library for f in notes})
             parts.append(
                 f"every library runs{on} on {[_gpu(*cc).name for cc in expectation.runs_on]} (--runs-on)"
+                + (f"; {some} only in part of its translation units (noted below)" if some else "")
             )
         message = (
             "; ".join(parts)
             or "no claimed architecture is promised natively (sm_XY spellings only); see the GPU table"
         )
         out.append(ok(CHECK, message, libraries=[lib.path for lib in libs], units_without_kernels=stubs))
-    elif stubs:
-        out.append(
-            ok(CHECK, f"translation units without kernels, not counted: {stubs}", units_without_kernels=stubs)
-        )
+        out += notes
+    else:
+        out += notes
+        if stubs:
+            out.append(
+                ok(
+                    CHECK,
+                    f"translation units without kernels, not counted: {stubs}",
+                    units_without_kernels=stubs,
+                )
+            )
     return out
 
 

@@ -3,7 +3,8 @@
 Fails closed: for a CUDA expectation, no ELF library at all, no library that could
 be inspected, or no device code anywhere (a ``.nv_fatbin`` or ``__nv_relfatbin`` section,
 a ``.cubin``/``.fatbin``/``.ptx`` file, an image embedded as data) is a failure, never a
-silent pass. For every wheel, a file named like a shared library
+silent pass (the message says how a host-only library wheel is audited instead: ``--variant
+cpu``). For every wheel, a file named like a shared library
 that is not a readable ELF file (a truncated file, a linker script, text) fails:
 a loader cannot use it, and the audit cannot see inside it.
 """
@@ -13,6 +14,10 @@ from __future__ import annotations
 from release.audit.model import CPU_RULES, Contents, Expectation, Finding, fail, ok
 
 CHECK = "libraries"
+HOST_ONLY_HINT = (
+    "a host-only library wheel (no kernels of its own, no CUDA library linked, no CUDA package declared, "
+    "such as NVRTC or nvJitLink) is audited with --variant cpu, which holds it to the CPU rules"
+)
 
 
 def check(contents: Contents, expectation: Expectation) -> list[Finding]:
@@ -67,7 +72,7 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
                 CHECK,
                 f"none of the {len(inspected)} inspected ELF files carries device code (a .nv_fatbin or "
                 f"__nv_relfatbin section, a .cubin/.fatbin/.ptx file, an image embedded as data): a {variant} "
-                "wheel without device code runs on no GPU",
+                f"wheel without device code runs on no GPU; {HOST_ONLY_HINT}",
                 details={"elf_files": [lib.path for lib in inspected]},
             )
         )

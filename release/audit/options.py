@@ -5,8 +5,10 @@
 :func:`fixed_expectation` turns the parsed arguments into the expectation every wheel of the
 command is held to (None: each wheel's own row, by its file name), and
 :func:`row_options` applies the options to a row's expectation. A policy file is needed only
-for ``--row`` and file-name audits: ``--variant``/``--gpu-archs``/``--runs-on`` without one
-audit standalone (:mod:`release.audit.standalone`), from any folder.
+for ``--row``, row ids and file-name audits: ``--variant``/``--gpu-archs``/``--runs-on`` without
+one audit standalone (:mod:`release.audit.standalone`), from any folder; wheel files with no
+claim and no rows.toml in this folder are audited standalone with the checks that need no claim
+(:func:`release.audit.claim.unclaimed_expectation`).
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypedDict
 
-from release.audit.claim import ALLOWABLE, apply_options, claim_expectation
+from release.audit.claim import ALLOWABLE, apply_options, claim_expectation, unclaimed_expectation
 from release.audit.model import AuditResult, Expectation
 from release.core.errors import InputError
 from release.policy.model import Policy
 
-__all__ = ["add_claim_options", "fixed_expectation", "record_allowed", "row_options"]
+__all__ = ["add_claim_options", "fixed_expectation", "is_wheel_argument", "record_allowed", "row_options"]
 
 PolicyLoader = Callable[[str, bool], tuple[Policy | None, str | None]]
 
@@ -45,14 +47,19 @@ def add_claim_options(p: argparse.ArgumentParser) -> None:
         metavar="LIST",
         help="run only these checks (comma-separated, e.g. device_code,gpus); a partial audit writes no record",
     )
-    p.add_argument(
+    p.add_argument(  # checked by release.audit.claim.apply_options: a bad value is an InputError, JSON too
         "--allow",
         action="append",
         default=[],
-        choices=ALLOWABLE,
+        metavar="{" + ",".join(ALLOWABLE) + "}",
         help="allow what a row's policy can allow: device code embedded as data, a/f variants not claimed "
         "(repeatable)",
     )
+
+
+def is_wheel_argument(item: str) -> bool:
+    """A WHEEL argument that names a file (``*.whl``, or any path that exists), not a row id."""
+    return item.endswith(".whl") or Path(item).exists()
 
 
 def fixed_expectation(
@@ -62,20 +69,28 @@ def fixed_expectation(
 
     ``--variant``, ``--gpu-archs`` or ``--runs-on`` without ``--row``: a claim, with the policy's
     train packages when ``--policy`` names a policy that defines the variant (or rows.toml is in
-    this folder and does), otherwise standalone. ``load_policy(path, required)`` is the CLI's.
+    this folder and does), otherwise standalone. No claim, no ``--policy`` (``args.policy`` None), no
+    ``default_policy`` in this folder and only wheel files: standalone with the checks that need no
+    claim. ``load_policy(path, required)`` is the CLI's.
     """
+    if args.row is not None and args.variant is not None:
+        raise InputError("--row and --variant: a row brings its own variant; drop one of them")
+    # the options' syntax, once for the command (a row's audit applies them per wheel)
+    apply_options(Expectation("cuda", None, (), ()), **_options(args))
     if args.row is not None and args.gpu_archs is not None:
         raise InputError("--gpu-archs and --row: a row brings its own arch list; drop one of them")
     claims = args.variant is not None or args.gpu_archs is not None or args.runs_on is not None
+    explicit = args.policy is not None  # --policy given; None: default_policy in this folder, if there
+    path = args.policy if explicit else default_policy
     if claims and args.row is None:
-        explicit = args.policy != default_policy
-        policy, digest = (
-            load_policy(args.policy, explicit) if explicit or Path(args.policy).is_file() else (None, None)
-        )
+        policy, digest = load_policy(path, explicit) if explicit or Path(path).is_file() else (None, None)
         exp = claim_expectation(
             variant=args.variant, gpu_archs=args.gpu_archs, policy=policy, **_options(args)
         )
         return replace(exp, policy_sha256=None if exp.standalone else digest), policy, digest
+    no_policy = not explicit and not Path(default_policy).is_file()
+    if args.row is None and no_policy and all(is_wheel_argument(w) for w in args.wheels):
+        return unclaimed_expectation(driver=args.driver, checks=args.checks, allow=args.allow), None, None
     return None, None, None
 
 
