@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from release import early
 from release.core import log
@@ -83,7 +83,7 @@ def add_selection(p: argparse.ArgumentParser) -> None:
 
 
 def row_command(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    sub: argparse._SubParsersAction[Any],
     name: str,
     func: Callable[[argparse.Namespace], int],
     help: str,
@@ -312,7 +312,7 @@ def cmd_channels(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m release",
         description="wheelwright: build, audit, smoke-test and publish every row of a CUDA wheel "
         "release policy (rows.toml), all or nothing.",
@@ -426,10 +426,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors (an unknown option, a value missing) are remembered, so
+    that ``audit --json`` can put them into its JSON document too (subcommands' parsers are this class)."""
+
+    last_error: str | None = None
+
+    def error(self, message: str) -> NoReturn:
+        _Parser.last_error = f"{self.prog}: error: {message}"
+        super().error(message)
+
+
+def _usage_error_json(argv: Sequence[str]) -> None:
+    """``audit ... --json`` whose command line does not parse: the JSON document names the error as well
+    (argparse has said it on stderr, with the usage), so a script that reads stdout sees it."""
+    words = [a for a in argv if not a.startswith("-")]
+    if words[:1] == ["audit"] and "--json" in argv and _Parser.last_error is not None:
+        from release.audit.report import render_json
+
+        print(render_json([], [{"wheel": None, "error": _Parser.last_error, "exit_code": 2}]))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    early.start(sys.argv[1:] if argv is None else argv)  # python -m release did it already
+    given = list(sys.argv[1:] if argv is None else argv)
+    early.start(given)  # python -m release did it already
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(given)
+    except SystemExit as exc:
+        if exc.code == 2:
+            _usage_error_json(given)
+        raise
     log.configure(level=args.level)
     try:
         code: int = args.func(args)

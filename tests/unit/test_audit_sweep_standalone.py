@@ -342,3 +342,28 @@ def test_json_reports_a_wheels_error_on_stderr_too(
     (error,) = doc["errors"]
     assert error["wheel"] == cut.name and error["exit_code"] == 2
     assert f"error: {error['error']}" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["audit", "x.whl", "--json", "--bogus"], "unrecognized arguments: --bogus"),
+        (["audit", "--json", "x.whl", "--runs-on"], "argument --runs-on: expected one argument"),
+    ],
+)
+def test_a_command_line_that_does_not_parse_is_in_the_json_too(
+    args: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """argparse's own usage errors exit 2 on stderr; with --json the document on stdout names them too."""
+
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    assert exc.value.code == 2
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert doc["results"] == [] and len(doc["errors"]) == 1
+    assert said in doc["errors"][0]["error"] and doc["errors"][0]["exit_code"] == 2
+    assert said in err
+    with pytest.raises(SystemExit):
+        main([a for a in args if a != "--json"])
+    assert capsys.readouterr().out == ""  # without --json: stderr only, as before
