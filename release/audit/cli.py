@@ -23,9 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from release import records
 from release.audit.claim import CLAIM_HINT, NO_CLAIM_CHECKS, unclaimed
-from release.audit.html import HTML_SUFFIX, render_html
 from release.audit.model import AuditResult, Expectation
 from release.audit.options import (
     add_claim_options,
@@ -34,7 +32,6 @@ from release.audit.options import (
     record_allowed,
     row_options,
 )
-from release.audit.record import write_record
 from release.audit.report import render_gpu_markdown, render_json, render_text
 from release.audit.run import audit_wheel
 from release.core import log
@@ -106,6 +103,8 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN40
 
 
 def _policy(path: str, *, required: bool) -> tuple[Policy | None, str | None]:
+    from release import records  # the record store: only for rows and policies
+
     if not required and path == DEFAULT_POLICY and not Path(path).is_file():
         return None, None
     policy = load_policy(path)
@@ -161,6 +160,8 @@ def _wheels(args: argparse.Namespace, policy: Policy | None) -> list[str]:
         if is_wheel_argument(item):
             wheels.append(item)
             continue
+        from release import records  # the record store: only for rows and policies
+
         policy = policy or load_policy(args.policy or DEFAULT_POLICY)
         for row in select(policy, expand(policy), patterns=(item,)):
             wheel = records.the_wheel(Path(args.dist), row, "audit")
@@ -183,6 +184,9 @@ def _wheels(args: argparse.Namespace, policy: Policy | None) -> list[str]:
 def _write_beside(result: AuditResult) -> tuple[Path, Path]:
     """The record and the HTML page beside the wheel (the old page goes first: a page never
     stands beside a wheel it was not made from)."""
+    from release.audit.html import HTML_SUFFIX, render_html  # only when a record is written
+    from release.audit.record import write_record
+
     page = result.wheel_path.with_name(result.wheel_path.name + HTML_SUFFIX)
     page.unlink(missing_ok=True)
     record = write_record(result)
@@ -236,6 +240,8 @@ def _audit(args: argparse.Namespace, results: list[AuditResult], errors: list[di
             if fixed is not None:
                 expectation = fixed
             else:
+                from release import records  # the record store: only for rows and policies
+
                 assert policy is not None
                 row = records.row_for_wheel(Path(wheel).name, rows, policy_path=policy.path)
                 expectation = row_options(replace(Expectation.from_row(row), policy_sha256=digest), args)

@@ -22,6 +22,10 @@ the extracted wheel:
    libraries of ``P/lib`` (``--allow-shlib-undefined``: their own dependencies, such as
    the CUDA runtime, are the loader check's business, not this one's).
 
+Headers including CUDA toolkit headers the wheel lacks (``cuda_runtime.h``) compile as a consumer's
+would: with the CUDA headers of the wheel's CUDA major found here (``-isystem``, after the wheel's);
+without them the check fails as unable to check, naming the header and how to make it available.
+
 Every tool runs sandboxed (:func:`release.audit.limits.run_limited`: a clean environment,
 no terminal, limits on CPU time, memory and file size, a wall-clock limit) and only its
 messages about the wheel's own files reach a finding (nothing of the auditing machine's).
@@ -32,6 +36,7 @@ a note.
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import re
 import shutil
@@ -40,10 +45,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
+from release.audit import cpp_tools
 from release.audit.cpp_tools import (
     COMPILE,
     LINK,
     PREPROCESS,
+    CudaHeaders,
     Sdk,
     compile_consumer,
     declares_something,
@@ -54,6 +63,9 @@ from release.audit.cpp_tools import (
 )
 from release.audit.limits import Ran, Sandbox, first_few
 from release.audit.model import Contents, Expectation, Finding, Member, fail, ok
+from release.audit.packages import declared_requirements
+from release.audit.standalone import infer_train
+from release.resources.cuda import cuda
 
 __all__ = [
     "PREPROCESS",
@@ -75,6 +87,7 @@ __all__ = [
 CHECK = "cpp_consumer"
 HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".hxx")  # top-level SDK headers
 ET_DYN = 3
+NO_SDK = "no C++ SDK in the wheel (P/include/*.h next to a shared library in P/lib): nothing to link"
 
 
 def find_sdks(contents: Contents) -> list[Sdk]:
@@ -215,6 +228,16 @@ def escaping_includes(files: Mapping[str, bytes]) -> list[tuple[str, str, str]]:
     return out
 
 
+def cuda_includes(files: Mapping[str, bytes]) -> tuple[str, ...]:
+    """The CUDA toolkit headers (``cuda_runtime.h``) that ``files`` include and do not ship. Pure."""
+    named = {(posixpath.dirname(h), t) for h, text in files.items() for _, t in _includes(text)}
+    ours = files.keys()
+    lacking = {
+        t for d, t in named if not {posixpath.normpath(t), posixpath.normpath(posixpath.join(d, t))} & ours
+    }
+    return tuple(sorted(t for t in lacking if cpp_tools.toolkit_package(t) is not None))
+
+
 def _names(names: tuple[str, ...], limit: int = 10) -> str:
     more = len(names) - limit
     return ", ".join(names[:limit]) + (f" and {more} more" if more > 0 else "")
@@ -240,6 +263,22 @@ class Prepared:
     sandbox: Sandbox = COMPILE
     functions: tuple[str, ...] = ()
     outside: tuple[str, ...] = ()
+    cuda_wanted: tuple[str, ...] = ()  # CUDA toolkit headers the headers include and the wheel lacks
+    cuda: tuple[CudaHeaders, ...] = ()  # the CUDA headers compiled with (-isystem, after the wheel's)
+
+    def compile(self, cuda: tuple[CudaHeaders, ...]) -> None:
+        """Steps 1-3 with ``cuda``'s folders after the SDK's headers."""
+        dirs = tuple(d for h in cuda for d in h.dirs)
+        ran, self.sandbox, functions, outside = compile_consumer(
+            self.headers, self.scratch / "include", self.scratch, dirs
+        )
+        self.compiled, self.cuda, self.functions, self.outside = ran, cuda, tuple(functions), tuple(outside)
+
+    @property
+    def missing(self) -> tuple[str, str] | None:
+        """``(header, includer)`` when the compile stopped at a header it could not find."""
+        ran = self.compiled
+        return cpp_tools.missing_header(ran.stderr) if ran is not None and not ran.ok else None
 
     @property
     def key(self) -> tuple[str, tuple[str, ...]]:
@@ -271,17 +310,21 @@ def prepare(include_dir: str, headers: tuple[str, ...], members: Iterable[Member
         written = materialize(include_dir, headers, members, include)
         prepared = Prepared(include_dir, headers, scratch, written, escaping_includes(written))
         if not prepared.escapes:
-            compiled, sandbox, functions, outside = compile_consumer(headers, include, scratch)
-            prepared.compiled, prepared.sandbox = compiled, sandbox
-            prepared.functions, prepared.outside = tuple(functions), tuple(outside)
+            prepared.cuda_wanted = cuda_includes(written)
+            search = cpp_tools.find_cuda_headers(cpp_tools.cuda_env()) if prepared.cuda_wanted else None
+            # the wheel's CUDA major is told later: finish() compiles again when it is another one
+            prepared.compile(search.select(None) if search is not None else ())
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     return prepared
 
 
-def finish(sdk: Sdk, prepared: Prepared, contents: Contents) -> Finding:
-    """Step 4 and the finding, from what :func:`prepare` found for ``sdk``'s headers."""
+def finish(
+    sdk: Sdk, prepared: Prepared, contents: Contents, expectation: Expectation | None = None
+) -> Finding:
+    """Step 4 and the finding, from what :func:`prepare` found for ``sdk``'s headers (compiled again
+    with the CUDA headers of the wheel's CUDA major, :func:`_with_cuda`, where its headers need them)."""
     root, scratch, include = contents.wheel.root, prepared.scratch, prepared.scratch / "include"
     libs = ", ".join(lib.path for lib in sdk.libraries)
     headers = [posixpath.join(sdk.include_dir, h) for h in sdk.headers]
@@ -306,6 +349,7 @@ def finish(sdk: Sdk, prepared: Prepared, contents: Contents) -> Finding:
             f"the wheel's own headers and the system's; not compiled{more}",
             **details,
         )
+    cannot = _with_cuda(sdk, prepared, contents, expectation)
     compiled, sandbox, functions, outside = (
         prepared.compiled,
         prepared.sandbox,
@@ -314,18 +358,23 @@ def finish(sdk: Sdk, prepared: Prepared, contents: Contents) -> Finding:
     )
     assert compiled is not None  # prepare compiles whenever no include escapes
     details["functions"] = _listed(list(functions))
+    used = f" with {' and '.join(h.describe() for h in prepared.cuda)}" if prepared.cuda else ""
+    if prepared.cuda:
+        details["cuda_headers"] = [dataclasses.asdict(h) for h in prepared.cuda]
     if outside:
         return fail(
             CHECK,
             f"the headers of {sdk.include_dir} make the compiler open {len(outside)} file(s) outside the wheel's "
-            "headers and the system's (a computed or hidden #include): not compiled further, and none of the "
-            "compiler's output is shown",
+            "headers, the CUDA headers and the system's (a computed or hidden #include): not compiled further, "
+            "and none of the compiler's output is shown",
             **details,
         )
+    if cannot is not None:
+        return fail(CHECK, cannot, cannot_check=True, **details)
     if not compiled.ok:
         return fail(
             CHECK,
-            f"a C++ program including {shown} does not compile ({compiled.why(sandbox)}):\n"
+            f"a C++ program including {shown} does not compile{used} ({compiled.why(sandbox)}):\n"
             f"{messages(compiled.stderr, sdk, root, scratch)}",
             **details,
         )
@@ -347,10 +396,81 @@ def finish(sdk: Sdk, prepared: Prepared, contents: Contents) -> Finding:
         )
     return ok(
         CHECK,
-        f"a C++ program outside the wheel compiles against {sdk.include_dir} ({_names(sdk.headers)}) "
+        f"a C++ program outside the wheel compiles against {sdk.include_dir} ({_names(sdk.headers)}){used} "
         f"and links {libs}, referencing {len(functions)} declared function{'s' if len(functions) != 1 else ''}",
         **details,
     )
+
+
+def _is_toolkit(header: str, search: cpp_tools.CudaSearch) -> bool:
+    return cpp_tools.toolkit_package(header) is not None or search.holding(header) is not None
+
+
+def _with_cuda(
+    sdk: Sdk, prepared: Prepared, contents: Contents, expectation: Expectation | None
+) -> str | None:
+    """Compile again with the CUDA headers of the wheel's CUDA major where the SDK's headers include CUDA
+    toolkit headers it does not ship (and prepare() used others); why the check cannot do its job when
+    such a header is still missing, else None."""
+    missing = prepared.missing
+    if prepared.outside or (not prepared.cuda_wanted and missing is None):
+        return None  # files opened outside fail the check whatever the headers
+    search = cpp_tools.find_cuda_headers(cpp_tools.cuda_env())
+    if not prepared.cuda_wanted and not (missing is not None and _is_toolkit(missing[0], search)):
+        return None  # a header neither the wheel's nor CUDA's: the SDK's own failure
+    major, how = wheel_cuda_major(sdk, contents, expectation)
+    chosen = search.select(major)
+    if chosen != prepared.cuda:
+        prepared.compile(chosen)
+    missing = prepared.missing
+    if missing is None or not _is_toolkit(missing[0], search):
+        return None
+    header, includer = missing
+    includer = includer.replace(f"{prepared.scratch / 'include'}/", f"{sdk.include_dir}/")
+    package = cpp_tools.toolkit_package(header, major) or "cuda-toolkit"
+    declared = "declares" if package in _declared(contents) else "does not declare"
+    cuda_major = "CUDA" if major is None else f"CUDA {major}"
+    have = (
+        " and ".join(h.describe() for h in chosen) + " lack it"
+        if chosen
+        else f"no {cuda_major} headers were found"
+    )
+    other = search.holding(header)
+    elsewhere = f" ({other.describe()} has it, another CUDA release)" if other and other not in chosen else ""
+    return (
+        f"cannot check: {includer} includes {header}, a CUDA toolkit header (pip: {package}, which the wheel "
+        f"{declared}) that the wheel does not ship, and {have}{elsewhere}; the wheel is {cuda_major} ({how}). "
+        f"A consumer compiles with a {cuda_major} toolkit or the CUDA packages installed: make them available "
+        f"(CUDA_HOME=<a {cuda_major} toolkit>, or its nvcc on PATH; or pip install --target DIR {package} and "
+        f"{cpp_tools.SITE_VAR}=DIR). Looked at: {search.looked_at()}"
+    )
+
+
+def _declared(contents: Contents) -> set[str]:
+    """The packages the wheel declares (``cuda-toolkit[cublas]`` names its extras' packages too)."""
+    out: set[str] = set()
+    for d in declared_requirements(contents.wheel.metadata)[0] if contents.wheel.metadata else []:
+        out.add(canonicalize_name(d.requirement.name))
+        out.update(p for e in d.requirement.extras for p in cuda().toolkit_extras.get(e, ()))
+    return out
+
+
+def wheel_cuda_major(sdk: Sdk, contents: Contents, expectation: Expectation | None) -> tuple[int | None, str]:
+    """The CUDA major a consumer of the wheel builds with, and how it was told: the claim's CUDA release,
+    else what the wheel says (:func:`release.audit.standalone.infer_train`), else its SDK's folder where
+    CUDA packages of one major install (``nvidia/cu13``)."""
+    if expectation is not None and expectation.train:
+        return int(expectation.train.split(".")[0]), f"the claim's CUDA {expectation.train}"
+    metadata = contents.wheel.metadata
+    train, how = infer_train(contents, declared_requirements(metadata)[0] if metadata else [])
+    if train:
+        return int(train.split(".")[0]), how
+    parent = posixpath.dirname(sdk.include_dir)
+    ships = [s for lib in cuda().libraries for s in lib.shipping]
+    majors = {s.cuda_major for s in ships if s.installs_to.startswith(parent + "/")}
+    if len(majors) == 1 and parent:
+        return majors.pop(), f"its SDK's folder {parent}/, where CUDA packages of that release install"
+    return None, how
 
 
 def check(
@@ -362,21 +482,16 @@ def check(
     headers are the same, prepared here otherwise. The caller removes what it passed in."""
     sdks = find_sdks(contents)
     if not sdks:
-        return [
-            ok(
-                CHECK,
-                "no C++ SDK in the wheel (P/include/*.h next to a shared library in P/lib): nothing to link",
-            )
-        ]
+        return [ok(CHECK, NO_SDK)]
     out = []
     for sdk in sdks:
         early = (prepared or {}).get((sdk.include_dir, sdk.headers))
         if early is not None:
-            out.append(finish(sdk, early, contents))
+            out.append(finish(sdk, early, contents, expectation))
             continue
         here = prepare(sdk.include_dir, sdk.headers, contents.wheel.files)
         try:
-            out.append(finish(sdk, here, contents))
+            out.append(finish(sdk, here, contents, expectation))
         finally:
             here.cleanup()
     return out

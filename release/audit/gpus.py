@@ -27,7 +27,7 @@ The check fails:
   PTX serves.
 
 ``partial`` on a GPU of ``--runs-on`` passes, with a note: some units run there, the others hold
-kernels only for other GPUs (cuBLAS 13.1's libcublasLt: 868 units for sm_90a and sm_120f, 780
+kernels only for other GPUs (cuBLAS 13.1's Lt library: 868 units for sm_90a and sm_120f, 780
 for sm_100 only, 273 for sm_90a only). Arch-specific units are the rule in NVIDIA's libraries,
 whose host code dispatches each only on the GPUs it targets; the binary does not show that
 dispatch, so the note names how many units hold kernels only for other GPUs and their targets,

@@ -8,7 +8,7 @@ where it installs it):
 * the train: ``--variant`` (``cu128`` is CUDA 12.8), else the wheel (:func:`infer_train`): its local
   version label, the CUDA package it is (``nvidia-cuda-runtime 13.0.96``), a ``cuda-toolkit==13.0.3``
   pin, the CUDA runtime its libraries link (``libcudart.so.12``), the CUDA libraries and folders it
-  ships (``libcupti.so.13``, ``nvidia/cu13/``), the CUDA packages it declares (``nvidia-cublas-cu12``),
+  ships (CUPTI's SONAME for CUDA 13, ``nvidia/cu13/``), the CUDA packages it declares (``nvidia-cublas-cu12``),
   the CUDA libraries it links, its name, its PTX (never a test's);
 * its CUDA packages: exactly the ones it declares (``cuda-toolkit[cublas,cudart]`` expands to the
   packages of those extras), each with the libraries the wheel's files need from it and the
@@ -244,11 +244,11 @@ def infer_train(contents: Contents, declared: list[Declared]) -> tuple[str | Non
     3. a pin of ``cuda-toolkit`` or ``nvidia-cuda-runtime`` among its requirements (``==13.0.3``);
     4. the CUDA runtime its libraries link (``libcudart.so.12``: 12);
     5. what it ships: a CUDA library's SONAME that one CUDA major's package ships (``libcudart.so.13``,
-       ``libcupti.so.13``), else a folder that only one CUDA major's packages install to
+       CUPTI's for CUDA 13), else a folder that only one CUDA major's packages install to
        (``nvidia/cu13/...``: nvcc's ``bin``, the headers of nvidia-cuda-crt); shipped libraries of two
-       majors (``libcupti.so.12`` and ``libcupti.so.13``) tell nothing;
+       majors (CUPTI's for CUDA 12 and for 13) tell nothing;
     6. a declared ``nvidia-*-cuNN`` package;
-    7. any other CUDA library its libraries link (``libcublas.so.13``);
+    7. any other CUDA library its libraries link (cuBLAS's for CUDA 13);
     8. its name's ``-cuNN`` suffix;
     9. its newest PTX (the first release that writes its ISA), else the ptxas that wrote its cubins;
        device code under a ``test``, ``tests`` or ``testing`` folder (a test's fixture, such as
