@@ -8,24 +8,15 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from release import early
 from release.core import log
 from release.core.errors import InputError, SelectionError, WheelwrightError
-from release.core.machine import host_platform
-from release.policy.load import load_policy
-from release.policy.matrix import (
-    Offered,
-    Row,
-    check_offered,
-    expand,
-    github_matrix,
-    load_offered,
-    pick_pr_row,
-    select,
-)
-from release.policy.model import Policy
+
+if TYPE_CHECKING:  # the policy modules are imported by the commands that read a policy
+    from release.policy.matrix import Offered, Row
+    from release.policy.model import Policy
 
 PLAN_JSON_VERSION = 1
 DEFAULT_POLICY = "rows.toml"
@@ -38,6 +29,8 @@ def _load_offered(path: str | None) -> Offered | None:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read the --offered file: {exc.strerror}") from None
+    from release.policy.matrix import load_offered
+
     return load_offered(text, path)
 
 
@@ -49,6 +42,9 @@ def resolve_rows(
     pr: bool = False,
     offered: Offered | None = None,
 ) -> tuple[Row, ...]:
+    from release.core.machine import host_platform
+    from release.policy.matrix import check_offered, expand, pick_pr_row, select
+
     rows = expand(policy)
     if offered is not None and not pr:
         check_offered(rows, offered)
@@ -133,6 +129,8 @@ def _add_verbosity(p: argparse.ArgumentParser, *, default: object) -> None:
 
 
 def rows_from_args(args: argparse.Namespace) -> tuple[Policy, tuple[Row, ...]]:
+    from release.policy.load import load_policy
+
     policy = load_policy(args.policy)
     rows = resolve_rows(
         policy,
@@ -188,6 +186,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
+    from release.policy.matrix import github_matrix
+
     _, rows = rows_from_args(args)
     text = json.dumps(github_matrix(rows), sort_keys=True)
     if args.output:

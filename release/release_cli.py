@@ -10,7 +10,6 @@ from typing import Any, Literal
 from release.cli import add_backend, add_dist, add_probe_timeout, add_selection, rows_from_args
 from release.core import log
 from release.core.errors import InputError
-from release.core.machine import host_platform
 
 __all__ = ["add_release_parser", "cmd_release"]
 
@@ -114,7 +113,7 @@ def cmd_release(args: argparse.Namespace) -> int:
             f"the working tree has uncommitted changes ({shown}); a release is built from committed "
             "sources only. Commit or stash them (or pass --allow-dirty for a local experiment)."
         )
-    from release.core.machine import default_cache_dir
+    from release.core.machine import default_cache_dir, host_platform
     from release.smoke.run import Timeouts, probe_timeout
 
     timeouts = Timeouts(probe=probe_timeout(args.probe_timeout, os.environ))

@@ -21,7 +21,7 @@ import argparse
 import difflib
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from release.audit.claim import CLAIM_HINT, NO_CLAIM_CHECKS, unclaimed
 from release.audit.model import AuditResult, Expectation
@@ -36,9 +36,10 @@ from release.audit.report import render_gpu_markdown, render_json, render_text
 from release.audit.run import audit_wheel
 from release.core import log
 from release.core.errors import CheckFailed, InputError, WheelwrightError
-from release.policy.load import load_policy
-from release.policy.matrix import Row, expand, select
 from release.policy.model import Policy
+
+if TYPE_CHECKING:
+    from release.policy.matrix import Row
 
 __all__ = ["add_audit_parser", "cmd_audit"]
 
@@ -107,6 +108,8 @@ def _policy(path: str, *, required: bool) -> tuple[Policy | None, str | None]:
 
     if not required and path == DEFAULT_POLICY and not Path(path).is_file():
         return None, None
+    from release.policy.load import load_policy
+
     policy = load_policy(path)
     return policy, records.policy_sha256(policy)
 
@@ -145,6 +148,8 @@ def _fixed_expectation(args: argparse.Namespace) -> tuple[Expectation | None, Po
     policy, digest = _policy(args.policy or DEFAULT_POLICY, required=True)
     assert policy is not None
     if args.row is not None:
+        from release.policy.matrix import expand
+
         exp = row_options(Expectation.from_row(_row(expand(policy), args.row, policy)), args)
         return replace(exp, policy_sha256=digest), policy, digest
     return None, policy, digest
@@ -161,6 +166,8 @@ def _wheels(args: argparse.Namespace, policy: Policy | None) -> list[str]:
             wheels.append(item)
             continue
         from release import records  # the record store: only for rows and policies
+        from release.policy.load import load_policy
+        from release.policy.matrix import expand, select
 
         policy = policy or load_policy(args.policy or DEFAULT_POLICY)
         for row in select(policy, expand(policy), patterns=(item,)):
@@ -233,7 +240,11 @@ def _audit(args: argparse.Namespace, results: list[AuditResult], errors: list[di
             f"that need no claim ({', '.join(fixed.checks or NO_CLAIM_CHECKS)}), a partial audit that writes no "
             f"record; its device code is reported, not judged. To judge it: {CLAIM_HINT}"
         )
-    rows = expand(policy) if fixed is None and policy is not None else ()
+    rows: tuple[Row, ...] = ()
+    if fixed is None and policy is not None:
+        from release.policy.matrix import expand
+
+        rows = expand(policy)
     code = 0
     for wheel in args.wheels:
         try:
