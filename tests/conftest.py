@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,3 +19,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def repo_root() -> Path:
     return ROOT
+
+
+@pytest.fixture(autouse=True)
+def _default_verbosity() -> Iterator[None]:
+    """A test that runs ``release.cli.main(["-q", ...])`` sets the process-wide verbosity; the next
+    test starts from the default again (what a fresh process has)."""
+    from release.core import log
+
+    yield
+    log.configure(level=log.NORMAL)
