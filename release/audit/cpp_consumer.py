@@ -6,21 +6,33 @@ library, as tinyaxpy ships ``tinyaxpy/include/tinyaxpy.h`` and
 ``tinyaxpy/lib/libtinyaxpy_kernels.so``. For each SDK, in a scratch directory outside
 the extracted wheel:
 
-0. the headers are written there: the top-level ones and every header of the wheel
-   they reach through ``#include`` lines (kept in memory by the extraction pass, so
-   a big SDK such as torch's 9,500 headers costs only the files a program can see);
+0. the headers are read: the top-level ones and every header of the wheel they reach
+   through ``#include`` lines (kept in memory by the extraction pass, so a big SDK such as
+   torch's 9,500 headers costs only the files a program can see); the top-level headers a
+   host C++ program does not include are set aside, named in the finding
+   (:mod:`release.audit.cpp_headers`): CUDA device headers, written for nvcc (cuRAND's
+   ``curand_kernel.h``: their functions need not link either), internal headers (their own
+   ``#warning``/``#error`` says so), and headers needing a system library's headers this
+   machine lacks (VDPAU's, for CUDA's interop headers); the rest, the host headers, and what
+   they reach are written there. All of them left out: nothing to check;
 1. the headers are a wheel's, so hostile: an ``#include`` of an absolute path or one
    climbing out of the SDK with ``..`` is refused before anything runs; then the
    preprocessor lists every file it opens (``-H``) and any file outside the SDK's
    headers and the compiler's own include directories stops the check, with none of
    the compiler's output shown;
-2. ``gcc -x c -fsyntax-only -aux-info`` lists the functions the headers declare
-   (when they parse as C; C++-only headers are included but not enumerated);
-3. a generated ``consumer.cpp`` includes every header and takes the address of every
-   declared function, so each must be declared callable from C++ and be exported;
+2. ``gcc -x c -fsyntax-only -aux-info`` lists the functions the headers declare (those that
+   parse as C: a header C's errors blame is left out of the list, once; its functions are
+   included but not enumerated), but the CUDA driver API's (``cuda.h``: libcuda.so.1's,
+   installed with the driver, in no wheel);
+3. a generated ``consumer.cpp`` includes every host header and takes the address of every
+   declared function (through its C type where C++ overloads the name), so each must be
+   declared callable from C++ and be exported;
 4. ``g++ -std=c++17`` compiles it with ``-I P/include`` and links it against the
    libraries of ``P/lib`` (``--allow-shlib-undefined``: their own dependencies, such as
-   the CUDA runtime, are the loader check's business, not this one's).
+   the CUDA runtime, are the loader check's business, not this one's). An ``#error`` in
+   the program (headers that exclude each other, as cuBLAS's ``cublas.h`` and
+   ``cublas_v2.h``): the headers it fired in or through go to a second program, the rest
+   compile again without them; both must compile and both are linked (three compiles at most).
 
 Headers including CUDA toolkit headers the wheel lacks (``cuda_runtime.h``) compile as a consumer's
 would: with the CUDA headers of the wheel's CUDA major found here (``-isystem``, after the wheel's);
@@ -37,22 +49,28 @@ a note.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import posixpath
-import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
-
-from release.audit import cpp_tools
+from release.audit import cpp_cuda, cpp_tools
+from release.audit.cpp_cuda import CudaHeaders, cuda_includes
+from release.audit.cpp_headers import (
+    closure,
+    device_headers,
+    escaping_includes,
+    internal_headers,
+    materialize,
+    reachable,
+)
 from release.audit.cpp_tools import (
     COMPILE,
     LINK,
     PREPROCESS,
-    CudaHeaders,
     Sdk,
     compile_consumer,
     declares_something,
@@ -63,9 +81,7 @@ from release.audit.cpp_tools import (
 )
 from release.audit.limits import Ran, Sandbox, first_few
 from release.audit.model import Contents, Expectation, Finding, Member, fail, ok
-from release.audit.packages import declared_requirements
-from release.audit.standalone import infer_train
-from release.resources.cuda import cuda
+from release.core import proc
 
 __all__ = [
     "PREPROCESS",
@@ -108,136 +124,6 @@ def find_sdks(contents: Contents) -> list[Sdk]:
     return out
 
 
-_INCLUDE = re.compile(
-    rb'^[ \t]*#[ \t]*(?:include|include_next|import)[ \t]*([<"])([^>"\n]+)[>"]'
-    rb'|__has_include(?:_next)?[ \t]*\([ \t]*([<"])([^>"\n]+)[>"]'
-    rb'|^[ \t]*#[ \t]*pragma[ \t]+GCC[ \t]+dependency[ \t]+(["<])([^>"\n]+)[>"]',
-    re.M,
-)
-_COMPUTED = re.compile(rb"^[ \t]*#[ \t]*include[ \t]+[A-Za-z_]", re.M)
-
-
-_HINTS = (b"include", b"import", b"dependency")  # every form of _INCLUDE names one on its line
-
-
-def _hinted_lines(text: bytes) -> list[tuple[int, int]]:
-    """``(start, end)`` of each line naming a hint word, in order: ``bytes.find`` per word (memchr
-    speed, GB/s) where one regex alternation tested every byte (torch's and cuRAND's big headers)."""
-    starts: set[int] = set()
-    for word in _HINTS:
-        at = text.find(word)
-        while at != -1:
-            start = text.rfind(b"\n", 0, at) + 1
-            end = text.find(b"\n", at)
-            starts.add(start)
-            if end == -1:
-                break
-            at = text.find(word, end + 1)
-    out = []
-    for start in sorted(starts):
-        end = text.find(b"\n", start)
-        out.append((start, len(text) if end == -1 else end))
-    return out
-
-
-def _computed(text: bytes) -> bool:
-    """Whether a line is a computed ``#include MACRO`` (``_COMPUTED``), tried only on lines naming
-    ``include``: the regex over a whole header tested every line start (cuRAND: 11 ms to 1 ms)."""
-    at = text.find(b"include")
-    while at != -1:
-        if _COMPUTED.match(text, text.rfind(b"\n", 0, at) + 1):
-            return True
-        end = text.find(b"\n", at)
-        if end == -1:
-            return False
-        at = text.find(b"include", end + 1)
-    return False
-
-
-def _includes(text: bytes) -> list[tuple[bytes, str]]:
-    """Every ``(quote, target)`` a header names in an include, ``__has_include`` or dependency pragma."""
-    out = []
-    for start, end in _hinted_lines(text):
-        for m in _INCLUDE.finditer(text, start, end):
-            quote, target = next((m[i], m[i + 1]) for i in (1, 3, 5) if m[i] is not None)
-            out.append((quote, target.decode("utf-8", errors="replace").strip()))
-    return out
-
-
-def materialize(
-    include_dir: str, headers: tuple[str, ...], files: Iterable[Member], out: Path
-) -> dict[str, bytes]:
-    """Write the SDK headers a program including the top-level ones can reach into ``out``.
-
-    The include closure is followed through ``#include`` lines (a superset: both
-    branches of every ``#if``); a computed ``#include MACRO`` makes it write the whole
-    include directory. Returns what was written, by path relative to the include directory.
-    """
-    prefix = include_dir + "/" if include_dir else ""
-    members = {m.name: m for m in files if m.kind == "file" and m.read and m.name.startswith(prefix)}
-
-    def data(name: str) -> bytes:
-        member = members[name]
-        if member.data is not None:
-            return member.data
-        assert member.path is not None
-        return member.path.read_bytes()
-
-    todo = [prefix + h for h in headers]
-    seen: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in members:
-            continue
-        seen.add(name)
-        text = data(name)
-        if _computed(text):
-            seen |= set(members)
-            break
-        here = posixpath.dirname(name)
-        for quote, rel in _includes(text):
-            candidates = ([posixpath.normpath(posixpath.join(here, rel))] if quote == b'"' else []) + [
-                posixpath.normpath(prefix + rel)
-            ]
-            todo += [c for c in candidates if c in members and c not in seen]
-    written: dict[str, bytes] = {}
-    for name in sorted(seen & set(members)):
-        target = out / name[len(prefix) :]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        written[name[len(prefix) :]] = data(name)
-        target.write_bytes(written[name[len(prefix) :]])
-    return written
-
-
-def escaping_includes(files: Mapping[str, bytes]) -> list[tuple[str, str, str]]:
-    """``(header, target, why)`` for each include that may reach outside the SDK's headers and the
-    system's: an absolute path, or ``..`` that does not land on a header of the SDK. Pure."""
-    out = []
-    for header, text in sorted(files.items()):
-        here = posixpath.dirname(header)
-        for quote, target in _includes(text):
-            if target.startswith("/"):
-                out.append((header, target, "an absolute path"))
-                continue
-            if ".." not in target.split("/"):
-                continue
-            if quote == b'"' and posixpath.normpath(posixpath.join(here, target)) in files:
-                continue  # relative to the including header, onto a header of the SDK
-            if posixpath.normpath(target).split("/")[0] == "..":
-                out.append((header, target, "a path climbing out of the include directories with '..'"))
-    return out
-
-
-def cuda_includes(files: Mapping[str, bytes]) -> tuple[str, ...]:
-    """The CUDA toolkit headers (``cuda_runtime.h``) that ``files`` include and do not ship. Pure."""
-    named = {(posixpath.dirname(h), t) for h, text in files.items() for _, t in _includes(text)}
-    ours = files.keys()
-    lacking = {
-        t for d, t in named if not {posixpath.normpath(t), posixpath.normpath(posixpath.join(d, t))} & ours
-    }
-    return tuple(sorted(t for t in lacking if cpp_tools.toolkit_package(t) is not None))
-
-
 def _names(names: tuple[str, ...], limit: int = 10) -> str:
     more = len(names) - limit
     return ", ".join(names[:limit]) + (f" and {more} more" if more > 0 else "")
@@ -257,8 +143,18 @@ class Prepared:
     include_dir: str
     headers: tuple[str, ...]
     scratch: Path
-    written: dict[str, bytes]
     escapes: list[tuple[str, str, str]]
+    written: dict[str, bytes] = field(default_factory=dict)  # what the program can reach, in scratch
+    device: dict[str, str] = field(default_factory=dict)  # device headers: the qualifier each uses
+    internal: dict[str, str] = field(default_factory=dict)  # internal headers: what they say of it
+    lacking: dict[str, str] = field(default_factory=dict)  # headers needing a system header not here
+    device_files: tuple[str, ...] = ()  # every device header written: its functions need not link
+    driver_files: tuple[str, ...] = ()  # the CUDA driver API's headers written: theirs are libcuda's
+    apart: tuple[str, ...] = ()  # headers that cannot be included with the others: a second program
+    apart_why: str = ""  # the #error that said so
+    overloaded: set[str] = field(default_factory=set)  # functions C++ overloads: referenced by C type
+    programs: tuple[str, ...] = ()  # the programs compiled, to link: consumer (, consumer_2)
+    last: tuple[str, ...] = ()  # the headers of the last program compiled
     compiled: Ran | None = None
     sandbox: Sandbox = COMPILE
     functions: tuple[str, ...] = ()
@@ -266,13 +162,63 @@ class Prepared:
     cuda_wanted: tuple[str, ...] = ()  # CUDA toolkit headers the headers include and the wheel lacks
     cuda: tuple[CudaHeaders, ...] = ()  # the CUDA headers compiled with (-isystem, after the wheel's)
 
+    @property
+    def host(self) -> tuple[str, ...]:
+        """The headers for a host C++ program: neither device nor internal headers."""
+        return tuple(h for h in self.headers if h not in self.device and h not in self.internal)
+
     def compile(self, cuda: tuple[CudaHeaders, ...]) -> None:
-        """Steps 1-3 with ``cuda``'s folders after the SDK's headers."""
+        """Steps 1-3 with ``cuda``'s folders after the SDK's headers, for the host headers this machine
+        can compile. An ``#error`` in the program (two headers that exclude each other, as cuBLAS's
+        cublas.h and cublas_v2.h): once more without the headers it fired in or through, and those
+        on their own in a second program; both must compile, and link (three compiles at most)."""
         dirs = tuple(d for h in cuda for d in h.dirs)
-        ran, self.sandbox, functions, outside = compile_consumer(
-            self.headers, self.scratch / "include", self.scratch, dirs
+        self.cuda, self.apart, self.apart_why, self.programs = cuda, (), "", ()
+        self.compiled, self.functions, self.outside = None, (), ()
+        self.lacking = cpp_cuda.lacking_system_headers(
+            self.written, self.host, functools.partial(_found, dirs=dirs)
         )
-        self.compiled, self.cuda, self.functions, self.outside = ran, cuda, tuple(functions), tuple(outside)
+        headers = tuple(h for h in self.host if h not in self.lacking)
+        if headers:
+            self._program(headers, dirs, "consumer")
+        ran = self.compiled
+        if ran is None or ran.ok or self.outside or self.missing is not None:
+            return
+        errors = cpp_tools.error_directives(ran.stderr, headers, self.scratch / "include")
+        fired = {file for _, file, _ in errors if file in self.written}
+        apart = tuple(
+            h
+            for h in headers
+            if h in {top for top, _, _ in errors}
+            or fired & closure([h], self.written.keys(), self.written.__getitem__)
+        )
+        if not apart or len(apart) == len(headers):
+            return
+        self.apart, self.apart_why = apart, errors[0][2]
+        self._program(tuple(h for h in headers if h not in apart), dirs, "consumer")
+        if self.compiled is not None and self.compiled.ok:
+            first = self.functions
+            self._program(apart, dirs, "consumer_2")
+            self.functions = first + tuple(f for f in self.functions if f not in first)
+
+    def _program(self, headers: tuple[str, ...], dirs: tuple[str, ...], name: str) -> None:
+        include = self.scratch / "include"
+        ran, self.sandbox, functions, outside = compile_consumer(
+            headers,
+            include,
+            self.scratch,
+            dirs,
+            (*self.device_files, *self.driver_files),
+            name,
+            self.overloaded,
+        )
+        self.compiled, self.functions, self.outside, self.last = (
+            ran,
+            tuple(functions),
+            tuple(outside),
+            headers,
+        )
+        self.programs = (*(p for p in self.programs if p != name), name)
 
     @property
     def missing(self) -> tuple[str, str] | None:
@@ -288,6 +234,12 @@ class Prepared:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+def _found(target: str, dirs: tuple[str, ...]) -> bool:
+    """Whether ``target`` is in the compiler's own include directories or ``dirs``."""
+    where = (*system_include_dirs(proc.which("g++"), "c++"), *dirs)
+    return any((Path(d) / target).is_file() for d in where)
+
+
 def sdk_headers(members: Iterable[Member]) -> dict[str, tuple[str, ...]]:
     """The top-level headers of each ``include`` directory among ``members``: ``find_sdks``'s first half."""
     headers: dict[str, list[str]] = {}
@@ -301,17 +253,25 @@ def sdk_headers(members: Iterable[Member]) -> dict[str, tuple[str, ...]]:
 
 
 def prepare(include_dir: str, headers: tuple[str, ...], members: Iterable[Member]) -> Prepared:
-    """Write the reachable headers into a fresh scratch directory, refuse escaping includes, compile.
+    """Read the reachable headers, refuse escaping includes, set aside the headers a host program leaves
+    out (:mod:`release.audit.cpp_headers`), write the rest into a fresh scratch directory, compile.
     ``members``: the wheel's members (those read under ``include_dir`` are the headers' world)."""
     scratch = Path(tempfile.mkdtemp(prefix="wheelwright-cpp-")).resolve()
     try:
         include = scratch / "include"
         include.mkdir()
-        written = materialize(include_dir, headers, members, include)
-        prepared = Prepared(include_dir, headers, scratch, written, escaping_includes(written))
+        every = reachable(include_dir, headers, members)
+        prepared = Prepared(include_dir, headers, scratch, escaping_includes(every))
         if not prepared.escapes:
-            prepared.cuda_wanted = cuda_includes(written)
-            search = cpp_tools.find_cuda_headers(cpp_tools.cuda_env()) if prepared.cuda_wanted else None
+            device = device_headers(every, tuple(every))
+            prepared.device = {h: device[h] for h in headers if h in device}
+            prepared.internal = internal_headers(every, [h for h in headers if h not in device])
+            prepared.written = materialize(prepared.host, every, include)
+            prepared.device_files = tuple(f for f in prepared.written if f in device)
+            drivers = cpp_cuda.DRIVER_HEADERS
+            prepared.driver_files = tuple(f for f in prepared.written if posixpath.basename(f) in drivers)
+            prepared.cuda_wanted = cuda_includes(prepared.written)
+            search = cpp_cuda.find_cuda_headers(cpp_cuda.cuda_env()) if prepared.cuda_wanted else None
             # the wheel's CUDA major is told later: finish() compiles again when it is another one
             prepared.compile(search.select(None) if search is not None else ())
     except BaseException:
@@ -324,11 +284,11 @@ def finish(
     sdk: Sdk, prepared: Prepared, contents: Contents, expectation: Expectation | None = None
 ) -> Finding:
     """Step 4 and the finding, from what :func:`prepare` found for ``sdk``'s headers (compiled again
-    with the CUDA headers of the wheel's CUDA major, :func:`_with_cuda`, where its headers need them)."""
+    with the CUDA headers of the wheel's CUDA major, :func:`release.audit.cpp_cuda.with_cuda`, where its
+    headers need them)."""
     root, scratch, include = contents.wheel.root, prepared.scratch, prepared.scratch / "include"
     libs = ", ".join(lib.path for lib in sdk.libraries)
     headers = [posixpath.join(sdk.include_dir, h) for h in sdk.headers]
-    shown = str(headers) if len(headers) <= 3 else f"the {len(headers)} headers of {sdk.include_dir}"
     details: dict[str, object] = {
         "include_dir": sdk.include_dir,
         "headers": _listed(headers),
@@ -349,18 +309,26 @@ def finish(
             f"the wheel's own headers and the system's; not compiled{more}",
             **details,
         )
-    cannot = _with_cuda(sdk, prepared, contents, expectation)
+    cannot = cpp_cuda.with_cuda(sdk, prepared, contents, expectation) if prepared.host else None
     compiled, sandbox, functions, outside = (
         prepared.compiled,
         prepared.sandbox,
         prepared.functions,
         prepared.outside,
     )
-    assert compiled is not None  # prepare compiles whenever no include escapes
-    details["functions"] = _listed(list(functions))
+    left, extra = _left_out(prepared)
+    details.update(extra, functions=_listed(list(functions)))
     used = f" with {' and '.join(h.describe() for h in prepared.cuda)}" if prepared.cuda else ""
     if prepared.cuda:
         details["cuda_headers"] = [dataclasses.asdict(h) for h in prepared.cuda]
+    if compiled is None:
+        return ok(
+            CHECK,
+            f"nothing to check: no header of {sdk.include_dir} is for a host C++ program here, so it has "
+            f"nothing of {libs} to use{left}",
+            nothing_to_check=True,
+            **details,
+        )
     if outside:
         return fail(
             CHECK,
@@ -371,106 +339,88 @@ def finish(
         )
     if cannot is not None:
         return fail(CHECK, cannot, cannot_check=True, **details)
+    last = [posixpath.join(sdk.include_dir, h) for h in prepared.last]
+    shown = str(last) if len(last) <= 3 else f"the {len(last)} headers of {sdk.include_dir}"
     if not compiled.ok:
+        alone = prepared.programs[-1] != "consumer"  # the headers set apart, compiled on their own
+        program = (
+            f"a second C++ program, including {shown} apart from the others (an #error fired in the first),"
+            if alone
+            else f"a C++ program including {shown}"
+        )
         return fail(
             CHECK,
-            f"a C++ program including {shown} does not compile{used} ({compiled.why(sandbox)}):\n"
+            f"{program} does not compile{used} ({compiled.why(sandbox)}){left}:\n"
             f"{messages(compiled.stderr, sdk, root, scratch)}",
             **details,
         )
-    if not functions and not declares_something(scratch / "consumer.ii", include):
+    compiled_headers = tuple(h for h in prepared.host if h not in prepared.lacking)
+    if not functions and not any(declares_something(scratch / f"{p}.ii", include) for p in prepared.programs):
         return ok(
             CHECK,
             f"nothing to check: {shown} declare nothing (no line of the preprocessed program comes from "
-            f"them), so a C++ program has nothing of {libs} to use",
+            f"them), so a C++ program has nothing of {libs} to use{left}",
             nothing_to_check=True,
             **details,
         )
-    linked = link_consumer(sdk, scratch)
+    linked = link_consumer(sdk, scratch, [f"{p}.o" for p in prepared.programs])
+    every = [posixpath.join(sdk.include_dir, h) for h in compiled_headers]
+    shown = str(every) if len(every) <= 3 else f"the {len(every)} headers of {sdk.include_dir}"
     if not linked.ok:
         return fail(
             CHECK,
-            f"a C++ program using {shown} compiles but does not link against {libs} ({linked.why(LINK)}):\n"
+            f"a C++ program using {shown} compiles but does not link against {libs} ({linked.why(LINK)}){left}:\n"
             f"{messages(linked.stderr, sdk, root, scratch)}",
             **details,
         )
     return ok(
         CHECK,
-        f"a C++ program outside the wheel compiles against {sdk.include_dir} ({_names(sdk.headers)}){used} "
-        f"and links {libs}, referencing {len(functions)} declared function{'s' if len(functions) != 1 else ''}",
+        f"a C++ program outside the wheel compiles against {sdk.include_dir} ({_names(compiled_headers)}){used} "
+        f"and links {libs}, referencing {len(functions)} declared function{'s' if len(functions) != 1 else ''}"
+        f"{left}",
         **details,
     )
 
 
-def _is_toolkit(header: str, search: cpp_tools.CudaSearch) -> bool:
-    return cpp_tools.toolkit_package(header) is not None or search.holding(header) is not None
-
-
-def _with_cuda(
-    sdk: Sdk, prepared: Prepared, contents: Contents, expectation: Expectation | None
-) -> str | None:
-    """Compile again with the CUDA headers of the wheel's CUDA major where the SDK's headers include CUDA
-    toolkit headers it does not ship (and prepare() used others); why the check cannot do its job when
-    such a header is still missing, else None."""
-    missing = prepared.missing
-    if prepared.outside or (not prepared.cuda_wanted and missing is None):
-        return None  # files opened outside fail the check whatever the headers
-    search = cpp_tools.find_cuda_headers(cpp_tools.cuda_env())
-    if not prepared.cuda_wanted and not (missing is not None and _is_toolkit(missing[0], search)):
-        return None  # a header neither the wheel's nor CUDA's: the SDK's own failure
-    major, how = wheel_cuda_major(sdk, contents, expectation)
-    chosen = search.select(major)
-    if chosen != prepared.cuda:
-        prepared.compile(chosen)
-    missing = prepared.missing
-    if missing is None or not _is_toolkit(missing[0], search):
-        return None
-    header, includer = missing
-    includer = includer.replace(f"{prepared.scratch / 'include'}/", f"{sdk.include_dir}/")
-    package = cpp_tools.toolkit_package(header, major) or "cuda-toolkit"
-    declared = "declares" if package in _declared(contents) else "does not declare"
-    cuda_major = "CUDA" if major is None else f"CUDA {major}"
-    have = (
-        " and ".join(h.describe() for h in chosen) + " lack it"
-        if chosen
-        else f"no {cuda_major} headers were found"
-    )
-    other = search.holding(header)
-    elsewhere = f" ({other.describe()} has it, another CUDA release)" if other and other not in chosen else ""
-    return (
-        f"cannot check: {includer} includes {header}, a CUDA toolkit header (pip: {package}, which the wheel "
-        f"{declared}) that the wheel does not ship, and {have}{elsewhere}; the wheel is {cuda_major} ({how}). "
-        f"A consumer compiles with a {cuda_major} toolkit or the CUDA packages installed: make them available "
-        f"(CUDA_HOME=<a {cuda_major} toolkit>, or its nvcc on PATH; or pip install --target DIR {package} and "
-        f"{cpp_tools.SITE_VAR}=DIR). Looked at: {search.looked_at()}"
-    )
-
-
-def _declared(contents: Contents) -> set[str]:
-    """The packages the wheel declares (``cuda-toolkit[cublas]`` names its extras' packages too)."""
-    out: set[str] = set()
-    for d in declared_requirements(contents.wheel.metadata)[0] if contents.wheel.metadata else []:
-        out.add(canonicalize_name(d.requirement.name))
-        out.update(p for e in d.requirement.extras for p in cuda().toolkit_extras.get(e, ()))
-    return out
-
-
-def wheel_cuda_major(sdk: Sdk, contents: Contents, expectation: Expectation | None) -> tuple[int | None, str]:
-    """The CUDA major a consumer of the wheel builds with, and how it was told: the claim's CUDA release,
-    else what the wheel says (:func:`release.audit.standalone.infer_train`), else its SDK's folder where
-    CUDA packages of one major install (``nvidia/cu13``)."""
-    if expectation is not None and expectation.train:
-        return int(expectation.train.split(".")[0]), f"the claim's CUDA {expectation.train}"
-    metadata = contents.wheel.metadata
-    train, how = infer_train(contents, declared_requirements(metadata)[0] if metadata else [])
-    if train:
-        return int(train.split(".")[0]), how
-    parent = posixpath.dirname(sdk.include_dir)
-    ships = [s for lib in cuda().libraries for s in lib.shipping]
-    majors = {s.cuda_major for s in ships if s.installs_to.startswith(parent + "/")}
-    if len(majors) == 1 and parent:
-        return majors.pop(), f"its SDK's folder {parent}/, where CUDA packages of that release install"
-    return None, how
+def _left_out(prepared: Prepared) -> tuple[str, dict[str, object]]:
+    """What the program left out or compiled apart, in words (``; ...`` after a finding's first sentence)
+    and for its details."""
+    words: list[str] = []
+    details: dict[str, object] = {}
+    device, internal = tuple(sorted(prepared.device)), tuple(sorted(prepared.internal))
+    if device:
+        s = "s" if len(device) != 1 else ""
+        words.append(f"{len(device)} device header{s}, for nvcc, left to a CUDA consumer: {_names(device)}")
+    if internal:
+        s = "s" if len(internal) != 1 else ""
+        words.append(
+            f"{len(internal)} internal header{s}, left out as their own #warning or #error asks: {_names(internal)}"
+        )
+    if prepared.driver_files:
+        names = tuple(sorted(prepared.driver_files))
+        words.append(
+            f"the functions of {_names(names)} not linked: the CUDA driver's (libcuda.so.1, in no wheel)"
+        )
+        details["driver_headers"] = list(names)
+    for why in sorted(set(prepared.lacking.values())):
+        names = tuple(sorted(h for h, w in prepared.lacking.items() if w == why))
+        words.append(f"not compiled here, for want of {why}: {_names(names)}")
+    for key, found in (
+        ("device", prepared.device),
+        ("internal", prepared.internal),
+        ("lacking", prepared.lacking),
+    ):
+        if found:
+            details[f"{key}_headers"] = {"count": len(found), "first": dict(sorted(found.items())[:50])}
+    if prepared.apart:
+        second = (
+            "compiled in a second program" if "consumer_2" in prepared.programs else "set apart, not compiled"
+        )
+        words.append(
+            f"{_names(prepared.apart)} {second}: they cannot be included with the others ({prepared.apart_why})"
+        )
+        details["apart"] = {"headers": list(prepared.apart), "error": prepared.apart_why}
+    return "".join(f"; {w}" for w in words), details
 
 
 def check(

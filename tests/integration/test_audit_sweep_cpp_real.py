@@ -29,7 +29,7 @@ from real_wheels import real_wheel
 
 from release.audit import run
 from release.audit.claim import claim_expectation
-from release.audit.cpp_tools import SITE_VAR, CudaHeaders, cuda_env, find_cuda_headers, toolkit_package
+from release.audit.cpp_cuda import SITE_VAR, CudaHeaders, cuda_env, find_cuda_headers, toolkit_package
 from release.audit.wheel import open_wheel
 
 pytestmark = pytest.mark.integration
@@ -244,3 +244,50 @@ def test_early_compile_gives_the_same_finding(tmp_path: Path, version: str) -> N
         alone, _ = run._cpp_consumer(opened, expectation, run._EarlyCpp(False))
     assert [(f.ok, f.message, f.details) for f in first] == [(f.ok, f.message, f.details) for f in alone]
     assert first[0].ok is (version == "1.0+cu130"), first[0].message
+
+
+@pytest.mark.network
+def test_real_nvidia_wheel_curand_device_headers(tmp_path: Path) -> None:
+    """nvidia-curand 10.4.0.35: 10 of its 17 headers are device code for nvcc (QUALIFIERS: static
+    __forceinline__ __device__). Before: 'does not compile', curand_discrete2.h's errors (it compiles only
+    after curand_kernel.h, with nvcc). Now they are left out and named, and the host headers compile; the
+    check fails for what it is for: curand.h declares curandGenerateBinomial and
+    curandGenerateBinomialMethod, which libcurand.so.10 does not export (C's enumeration finds curand.h's
+    functions though curand_mtgp32_host.h is C++ only)."""
+    code, finding = _audit(real_wheel("nvidia_curand"), tmp_path, _plain_env(tmp_path))
+    message = finding["message"]
+    assert code == 1 and not finding["ok"] and "does not compile" not in message, message
+    assert "compiles but does not link against nvidia/cu13/lib/libcurand.so.10" in message
+    assert "undefined reference to `curandGenerateBinomial'" in message
+    device = finding["details"]["device_headers"]
+    assert (
+        device["count"] == 10 and device["first"]["curand_kernel.h"] == "QUALIFIERS (a macro for __device__)"
+    )
+    assert {"curand_discrete2.h", "curand_precalc.h", "curand_mtgp32_kernel.h"} <= set(device["first"])
+    assert (
+        "10 device headers, for nvcc, left to a CUDA consumer: curand_discrete2.h, curand_kernel.h" in message
+    )
+    functions = finding["details"]["functions"]
+    assert "curand.h" not in device["first"] and "curandCreateGenerator" in functions["first"], functions
+
+
+@pytest.mark.network
+def test_real_nvidia_wheel_cublas_exclusive_headers(tmp_path: Path) -> None:
+    """nvidia-cublas 13.1.1.3: cublas.h and cublas_v2.h #error when both are included (cublasXt.h includes
+    cublas_v2.h). Before: 'does not compile', that #error. Now cublasXt.h and cublas_v2.h compile in a
+    second program and both programs link: the check fails for what it is for, cublasLt.h declaring
+    cublasLtDisableCpuInstructionsSetMask, which libcublasLt.so.13 does not export. cublas_api.h's C++
+    overloads of cublasGemmEx are referenced through the C declaration's type."""
+    code, finding = _audit(real_wheel("nvidia_cublas"), tmp_path, _plain_env(tmp_path))
+    message = finding["message"]
+    assert code == 1 and not finding["ok"] and "compiles but does not link" in message, message
+    assert (
+        "cublasXt.h, cublas_v2.h compiled in a second program: they cannot be included with the others"
+        in message
+    )
+    assert finding["details"]["apart"] == {
+        "headers": ["cublasXt.h", "cublas_v2.h"],
+        "error": '"It is an error to include both cublas.h and cublas_v2.h"',
+    }
+    assert "undefined reference to `cublasLtDisableCpuInstructionsSetMask'" in message
+    assert "address of overloaded function" not in message and finding["details"]["functions"]["count"] > 700

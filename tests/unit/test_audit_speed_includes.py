@@ -8,7 +8,7 @@ import random
 import re
 from pathlib import Path
 
-from release.audit.cpp_consumer import _COMPUTED, _INCLUDE, _computed, _includes, escaping_includes
+from release.audit.cpp_headers import _COMPUTED, _INCLUDE, _computed, escaping_includes, includes
 
 _HINT = re.compile(rb"include|import|dependency")  # the scan this replaced: the reference
 
@@ -48,7 +48,7 @@ def test_the_same_includes_as_the_regex_scan_on_built_lines() -> None:
     rnd = random.Random(12)
     for _ in range(4000):
         text = b"".join(rnd.choice(_PIECES) for _ in range(rnd.randint(0, 14)))
-        assert _includes(text) == _by_regex(text), text
+        assert includes(text) == _by_regex(text), text
 
 
 def test_the_same_includes_as_the_regex_scan_on_system_headers() -> None:
@@ -57,7 +57,7 @@ def test_the_same_includes_as_the_regex_scan_on_system_headers() -> None:
     found = 0
     for path in headers:
         text = path.read_bytes()
-        got = _includes(text)
+        got = includes(text)
         assert got == _by_regex(text), path
         found += len(got)
     assert found > 100  # real headers include others: the comparison saw real lines

@@ -1,26 +1,35 @@
-"""The C++ consumer check's CUDA headers (release.audit.cpp_tools / cpp_consumer): which includes are CUDA
+"""The C++ consumer check's CUDA headers (release.audit.cpp_cuda / cpp_consumer): which includes are CUDA
 toolkit headers, which the wheel lacks, where the CUDA headers of a consumer are looked for, and the
-compiler's "No such file or directory" read back. The compile with a real toolkit, the fail-closed audit
+compiler's "No such file or directory" read back; then the check on generated SDK wheels: the headers
+it leaves out (device, internal, lacking a system library), the #error retry, C++ overloads, the
+functions C lists and the CUDA driver's. The compile with a real toolkit, the fail-closed audit
 and real NVIDIA wheels: tests/integration/test_audit_sweep_cpp_real.py."""
 
 from __future__ import annotations
 
 import json
+import stat
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from release.audit.cpp_consumer import cuda_includes
-from release.audit.cpp_tools import (
+from release.audit import run
+from release.audit.claim import claim_expectation
+from release.audit.cpp_cuda import (
     SITE_VAR,
     CudaHeaders,
     CudaSearch,
     cuda_env,
+    cuda_includes,
     find_cuda_headers,
-    missing_header,
     toolkit_package,
 )
+from release.audit.cpp_tools import missing_header, system_include_dirs
+from release.audit.model import Finding
+from release.audit.wheel import open_wheel
+from release.core import proc
 
 
 @pytest.mark.parametrize(
@@ -189,3 +198,225 @@ def test_select_with_an_unknown_major_takes_the_first_toolkits() -> None:
     assert search.select(None) == (t13,)
     assert search.select(12) == (p12, t12)
     assert CudaSearch((), (), ()).select(None) == ()
+
+
+# The check on generated SDK wheels (fxsdk/include/*.h next to fxsdk/lib/libfx.so, built by gcc): the
+# headers it leaves out (release.audit.cpp_headers), the #error retry, C++ overloads, C's enumeration.
+C_API = '#pragma once\n#ifdef __cplusplus\nextern "C" {\n#endif\n%s\n#ifdef __cplusplus\n}\n#endif\n'
+LIB = "int fx_version(void) { return 1; }\nint fx_a(void) { return 2; }\nint fx_b(void) { return 3; }\n"
+
+
+def _check(tmp_path: Path, headers: dict[str, str], lib: str = LIB) -> Finding:
+    """The cpp_consumer finding for a wheel shipping ``headers`` in fxsdk/include and ``lib`` built into
+    fxsdk/lib/libfx.so, as the audit gives it."""
+    src = tmp_path / "fx.c"
+    src.write_text(lib, encoding="utf-8")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp_path / "libfx.so", src], check=True)
+    wheel = tmp_path / "fxsdk-1.0-py3-none-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        members = {f"fxsdk/include/{name}": text.encode() for name, text in headers.items()}
+        members |= {
+            "fxsdk/lib/libfx.so": (tmp_path / "libfx.so").read_bytes(),
+            "fxsdk-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: fxsdk\nVersion: 1.0\n",
+            "fxsdk-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-any\n",
+        }
+        for name, data in members.items():
+            info = zipfile.ZipInfo(name, (2024, 1, 1, 0, 0, 0))
+            info.external_attr = (stat.S_IFREG | 0o644) << 16
+            zf.writestr(info, data)
+    expectation = claim_expectation(variant=None, gpu_archs=None, policy=None, runs_on="8.0")
+    with open_wheel(wheel) as opened:
+        findings, _ = run._cpp_consumer(opened, expectation, run._EarlyCpp(False))
+    assert len(findings) == 1
+    return findings[0]
+
+
+# cuRAND's way: a device header defines its qualifier macro and declares functions for nvcc only; this
+# one also uses __global__, which g++ does not know: compiling it would fail.
+DEVICE = (
+    "#pragma once\n#define FX_QUALIFIERS static inline __device__\n"
+    "__global__ void fx_kernel(float *x);\nFX_QUALIFIERS float fx_dev(float x) { return x; }\n"
+)
+
+
+def test_a_device_header_is_left_out_and_named(tmp_path: Path) -> None:
+    """Must pass: fx_kernels.h is for nvcc (its __global__ would not even compile with g++)."""
+    finding = _check(tmp_path, {"fx.h": C_API % "int fx_version(void);", "fx_kernels.h": DEVICE})
+    assert finding.ok, finding.message
+    assert (
+        "referencing 1 declared function; 1 device header, for nvcc, left to a CUDA consumer: fx_kernels.h"
+        in (finding.message)
+    )
+    assert finding.details["device_headers"] == {"count": 1, "first": {"fx_kernels.h": "__global__"}}
+
+
+def test_a_host_header_declaring_what_the_library_lacks_still_fails(tmp_path: Path) -> None:
+    """Must fail: the check's purpose, with a device header beside it."""
+    headers = {"fx.h": C_API % "int fx_version(void);\nint fx_missing(void);", "fx_kernels.h": DEVICE}
+    finding = _check(tmp_path, headers)
+    assert not finding.ok and "does not link" in finding.message and "fx_missing" in finding.message
+    assert "1 device header, for nvcc, left to a CUDA consumer: fx_kernels.h" in finding.message
+
+
+@pytest.mark.parametrize("qualifier", ["__host__ __device__", ""])
+def test_host_device_functions_are_host_code(tmp_path: Path, qualifier: str) -> None:
+    """Must fail: a __host__ __device__ function is callable from host code, so its header is compiled and
+    what it declares must link (the fallback defines make it compile with g++, as such headers do)."""
+    header = (
+        "#pragma once\n#ifndef __CUDACC__\n#define __host__\n#define __device__\n#endif\n"
+        + C_API % f"{qualifier} int fx_missing(void);"
+    )
+    finding = _check(tmp_path, {"fx.h": C_API % "int fx_version(void);", "fx_hd.h": header})
+    assert not finding.ok and "fx_missing" in finding.message and "device header" not in finding.message
+
+
+def test_only_device_headers_leave_nothing_to_check(tmp_path: Path) -> None:
+    finding = _check(tmp_path, {"fx_kernels.h": DEVICE, "fx_more.h": "__global__ void fx_more(int n);\n"})
+    assert finding.ok and finding.details["nothing_to_check"] is True
+    assert finding.message.startswith(
+        "nothing to check: no header of fxsdk/include is for a host C++ program"
+    )
+    assert "2 device headers, for nvcc, left to a CUDA consumer: fx_kernels.h, fx_more.h" in finding.message
+
+
+@pytest.mark.parametrize("device", [True, False])
+def test_a_host_header_including_a_device_header(tmp_path: Path, device: bool) -> None:
+    """What a consumer including fx.h gets: fx_dev.h is compiled with it. Its function is device code, so
+    it need not link (must pass); the same header without __device__ declares host code (must fail)."""
+    qualifier = "__device__" if device else ""
+    dev = "#pragma once\n#ifndef __CUDACC__\n#define __device__\n#endif\n" + C_API % (
+        f"{qualifier} int fx_dev_only(void);"
+    )
+    headers = {"fx.h": '#pragma once\n#include "detail/fx_dev.h"\n' + C_API % "int fx_version(void);"}
+    headers["detail/fx_dev.h"] = dev
+    finding = _check(tmp_path, headers)
+    assert finding.ok is device, finding.message
+    assert ("fx_dev_only" in finding.message) is not device
+
+
+INTERNAL = '#pragma once\n#warning "fx_impl.h is an internal header file and must not be used directly"\n'
+
+
+@pytest.mark.parametrize("says", ["internal", "deprecated"])
+def test_internal_headers_are_left_out(tmp_path: Path, says: str) -> None:
+    """fx_impl.h does not compile on its own. It says it is internal: left out, named (must pass); it says
+    only that it is deprecated: compiled, and the check fails (must fail)."""
+    warning = INTERNAL if says == "internal" else '#pragma once\n#warning "fx_impl.h is deprecated"\n'
+    finding = _check(tmp_path, {"fx.h": C_API % "int fx_version(void);", "fx_impl.h": warning + "fx_t f;\n"})
+    assert finding.ok is (says == "internal"), finding.message
+    if says == "internal":
+        assert (
+            "1 internal header, left out as their own #warning or #error asks: fx_impl.h" in finding.message
+        )
+    else:
+        assert "does not compile" in finding.message and "fx_impl.h" in finding.message
+
+
+def _exclusive(name: str, other: str, declares: str) -> str:
+    """A header that cannot be included with ``other`` (cuBLAS's cublas.h and cublas_v2.h)."""
+    guard = name.upper().replace(".", "_")
+    return (
+        f"#ifndef {guard}\n#define {guard}\n#ifdef {other.upper().replace('.', '_')}\n"
+        f'#error "It is an error to include both {name} and {other}"\n#endif\n'
+        + C_API % declares
+        + "#endif\n"
+    )
+
+
+def _pair(c: str = "int fx_version(void);") -> dict[str, str]:
+    return {
+        "fx_a.h": _exclusive("fx_a.h", "fx_b.h", "int fx_a(void);"),
+        "fx_b.h": _exclusive("fx_b.h", "fx_a.h", "int fx_b(void);"),
+        "fx_c.h": '#include "fx_b.h"\n' + C_API % c,  # fx_b.h's #error fires through it
+    }
+
+
+def test_mutually_exclusive_headers_compile_in_two_programs(tmp_path: Path) -> None:
+    """Must pass: fx_a.h with the others; fx_b.h and fx_c.h (which includes it) in a second program; the
+    functions of both programs link."""
+    finding = _check(tmp_path, _pair())
+    assert finding.ok, finding.message
+    assert "referencing 3 declared functions" in finding.message
+    assert (
+        'fx_b.h, fx_c.h compiled in a second program: they cannot be included with the others ("It is an error '
+        'to include both fx_b.h and fx_a.h")'
+    ) in finding.message
+    assert finding.details["apart"] == {
+        "headers": ["fx_b.h", "fx_c.h"],
+        "error": '"It is an error to include both fx_b.h and fx_a.h"',
+    }
+
+
+@pytest.mark.parametrize(
+    ("headers", "words"),
+    [
+        # the second program's functions are linked too
+        (_pair("int fx_version(void);\nint fx_missing(void);"), "does not link"),
+        # a real error beside the pair: the first program fails without them
+        (_pair() | {"fx_d.h": "fx_t broken;\n"}, "fx_b.h, fx_c.h set apart, not compiled: they cannot be included"),
+        # a header whose #error fires on its own: the second program fails
+        ({"fx.h": C_API % "int fx_version(void);", "fx_bad.h": '#error "fx_bad.h is broken"\n'},
+         "apart from the others (an #error fired in the first), does not compile"),
+    ],
+)  # fmt: skip
+def test_the_error_retry_still_fails(tmp_path: Path, headers: dict[str, str], words: str) -> None:
+    finding = _check(tmp_path, headers)
+    assert not finding.ok and words in finding.message, finding.message
+    assert "does not compile" in finding.message or "does not link" in finding.message
+
+
+@pytest.mark.parametrize("exported", [True, False])
+def test_a_function_overloaded_in_cpp_is_referenced_through_its_c_type(
+    tmp_path: Path, exported: bool
+) -> None:
+    """cuBLAS's cublasGemmEx: an extern "C" function with a C++ overload (a static inline) beside it. Must
+    pass when the library exports it; must fail when it does not (the C one is still referenced)."""
+    header = C_API % "int fx_over(int x);" + (
+        "#ifdef __cplusplus\nstatic inline int fx_over(double x) { return fx_over((int)x); }\n#endif\n"
+    )
+    lib = LIB + ("int fx_over(int x) { return x; }\n" if exported else "")
+    finding = _check(tmp_path, {"fx.h": C_API % "int fx_version(void);", "fx_over.h": header}, lib)
+    assert finding.ok is exported, finding.message
+    assert ("referencing 2 declared functions" in finding.message) is exported
+    assert ("undefined reference to `fx_over'" in finding.message) is not exported
+
+
+def test_headers_that_are_not_c_do_not_hide_the_others_functions(tmp_path: Path) -> None:
+    """Must fail: fx_cpp.h is C++ only; C's enumeration leaves it out and still lists fx.h's functions,
+    one of which the library lacks (cuRAND's curand.h beside its C++ headers)."""
+    headers = {
+        "fx.h": C_API % "int fx_version(void);\nint fx_missing(void);",
+        "fx_cpp.h": "#pragma once\nnamespace fx { inline int twice(int x) { return 2 * x; } }\n",
+    }
+    finding = _check(tmp_path, headers)
+    assert not finding.ok and "does not link" in finding.message and "fx_missing" in finding.message
+
+
+@pytest.mark.parametrize("name", ["cuda.h", "fx.h"])
+def test_the_cuda_drivers_functions_need_not_link(tmp_path: Path, name: str) -> None:
+    """nvidia-cuda-runtime ships cuda.h beside libcudart.so: its functions are the driver's (libcuda.so.1).
+    Must pass as cuda.h; the same declaration in another header must fail."""
+    headers = {"fx_api.h": C_API % "int fx_version(void);", name: C_API % "int cuInit(unsigned flags);"}
+    finding = _check(tmp_path, headers)
+    assert finding.ok is (name == "cuda.h"), finding.message
+    if name == "cuda.h":
+        assert (
+            "the functions of cuda.h not linked: the CUDA driver's (libcuda.so.1, in no wheel)"
+            in finding.message
+        )
+
+
+def test_a_header_needing_a_system_library_absent_here(tmp_path: Path) -> None:
+    """Must pass: fx_vdpau.h includes VDPAU's header, which this machine lacks: left out, named. A header of
+    no known library still fails: test_a_header_that_is_not_cudas_still_fails (integration)."""
+    found = [
+        d for d in system_include_dirs(proc.which("g++"), "c++") if (Path(d) / "vdpau/vdpau.h").is_file()
+    ]
+    assert not found, f"this test needs a machine without VDPAU's headers (libvdpau-dev): {found}"
+    headers = {"fx.h": C_API % "int fx_version(void);", "fx_vdpau.h": "#include <vdpau/vdpau.h>\n"}
+    finding = _check(tmp_path, headers)
+    assert finding.ok, finding.message
+    assert (
+        "not compiled here, for want of VDPAU's headers (vdpau/vdpau.h; Debian: libvdpau-dev): fx_vdpau.h"
+        in (finding.message)
+    )
