@@ -107,7 +107,9 @@ def test_partial_support_and_runs_on() -> None:
     assert t["9.0"] == "partial" and t["10.0"] == "partial" and t["7.5"] == "none"
     found = gpus.check(contents(k), apply_options(claim("sm_80;sm_90;sm_100f"), runs_on="9.0"))
     assert not failing(found)  # partial on a GPU of --runs-on: a note, not a failure
-    assert any(f.ok and f.details.get("support") == "partial" and "1 with sm_100f" in f.message for f in found)
+    assert any(
+        f.ok and f.details.get("support") == "partial" and "1 with sm_100f" in f.message for f in found
+    )
     msgs = failing(gpus.check(contents(k), apply_options(claim("sm_80;sm_90;sm_100f"), runs_on="7.5")))
     assert msgs == [
         "libk.so does not run on T4 / RTX 20 (7.5), which --runs-on names: 2 of its 2 translation units "
