@@ -10,79 +10,18 @@ text; these prove that the whole audit says the same. Every case has a wheel tha
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
-import re
-import subprocess
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_elf import TAG, gcc_so, write_wheel
 from helpers_proc import python_m, repo_env
 
 from release.audit.model import Expectation
 from release.audit.run import audit_wheel
 
 pytestmark = pytest.mark.integration
-
-TAG = "manylinux_2_28_x86_64"
-
-
-def gcc_so(
-    tmp: Path, soname: str, *, needed: tuple[str, ...] = (), runpath: tuple[str, ...] = (), body: str = ""
-) -> bytes:
-    """A real shared library: the SONAME, DT_NEEDED entries (linked against stubs never shipped), RUNPATH."""
-    stubs = tmp / "stubs"
-    stubs.mkdir(exist_ok=True)
-    index = len(list(tmp.glob("src*.c")))
-    src = tmp / f"src{index}.c"
-    symbol = re.sub(r"\W", "_", soname)
-    src.write_text(f'int {symbol}(void) {{ return 0; }}\nconst char *build = "{body}";\n')
-    out = tmp / f"out{index}.so"
-    argv = ["gcc", "-shared", "-fPIC", "-o", str(out), str(src), f"-Wl,-soname,{soname}"]
-    for name in needed:
-        stub = stubs / name
-        if not stub.exists():
-            subprocess.run(
-                ["gcc", "-shared", "-fPIC", "-o", str(stub), "-x", "c", "/dev/null", f"-Wl,-soname,{name}"],
-                check=True,
-                capture_output=True,
-                timeout=120,
-            )
-        argv += [f"-L{stubs}", "-Wl,--no-as-needed", f"-l:{name}"]
-    if runpath:
-        argv += ["-Wl,--enable-new-dtags", f"-Wl,-rpath,{':'.join(runpath)}"]
-    subprocess.run(argv, check=True, capture_output=True, timeout=120)
-    return out.read_bytes()
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def write_wheel(
-    folder: Path, name: str, files: dict[str, bytes], *, tag: str = TAG, requires: tuple[str, ...] = ()
-) -> Path:
-    dist = re.sub(r"[-_.]+", "_", name)
-    info = f"{dist}-1.0.dist-info"
-    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n" + "".join(
-        f"Requires-Dist: {r}\n" for r in requires
-    )
-    every = {
-        **files,
-        f"{info}/METADATA": metadata.encode(),
-        f"{info}/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-{tag}\n".encode(),
-    }
-    record = [f"{n},sha256={_b64(d)},{len(d)}" for n, d in every.items()] + [f"{info}/RECORD,,"]
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{dist}-1.0-py3-none-{tag}.whl"
-    with zipfile.ZipFile(path, "w") as zf:
-        for member, data in every.items():
-            zf.writestr(member, data)
-        zf.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
-    return path
 
 
 def standalone(wheel: Path, *args: str) -> dict[str, list[dict[str, Any]]]:

@@ -17,17 +17,14 @@ gone):
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import re
-import subprocess
-import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from audit_helpers import abi, cuda
+from helpers_elf import TAG, Gcc, write_wheel
 
 from release.audit import hygiene, loader
 from release.audit.inspect import inspect_libraries
@@ -35,8 +32,6 @@ from release.audit.model import AbiReport, Contents, Expectation, Finding
 from release.audit.wheel import open_wheel
 from release.policy.model import CudaPackage
 from release.resources.cuda import cuda as cuda_facts
-
-TAG = "manylinux_2_28_x86_64"
 
 
 def failing(findings: list[Finding]) -> list[str]:
@@ -47,82 +42,9 @@ def passing(findings: list[Finding]) -> list[str]:
     return [f.message for f in findings if f.ok]
 
 
-class Gcc:
-    """Real shared libraries, linked by gcc with the SONAME, DT_NEEDED and RUNPATH asked for."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.stubs = tmp / "stubs"  # what DT_NEEDED entries are linked against (never shipped)
-        self.stubs.mkdir()
-        self.count = 0
-
-    def so(
-        self,
-        soname: str,
-        *,
-        needed: tuple[str, ...] = (),
-        runpath: tuple[str, ...] = (),
-        body: str = "",
-    ) -> bytes:
-        """The bytes of a library answering to ``soname``; ``body`` makes two builds differ."""
-        self.count += 1
-        src = self.tmp / f"src{self.count}.c"
-        symbol = re.sub(r"\W", "_", soname)
-        src.write_text(f'int {symbol}(void) {{ return {len(body)}; }}\nconst char *build = "{body}";\n')
-        out = self.tmp / f"out{self.count}.so"
-        argv = ["gcc", "-shared", "-fPIC", "-o", str(out), str(src), f"-Wl,-soname,{soname}"]
-        for name in needed:
-            stub = self.stubs / name
-            if not stub.exists():
-                subprocess.run(
-                    [
-                        "gcc",
-                        "-shared",
-                        "-fPIC",
-                        "-o",
-                        str(stub),
-                        "-x",
-                        "c",
-                        "/dev/null",
-                        f"-Wl,-soname,{name}",
-                    ],
-                    check=True,
-                    capture_output=True,
-                    timeout=120,
-                )
-            argv += [f"-L{self.stubs}", "-Wl,--no-as-needed", f"-l:{name}"]
-        if runpath:
-            argv += ["-Wl,--enable-new-dtags", f"-Wl,-rpath,{':'.join(runpath)}"]
-        subprocess.run(argv, check=True, capture_output=True, timeout=120)
-        return out.read_bytes()
-
-
 @pytest.fixture
 def gcc(tmp_path: Path) -> Gcc:
     return Gcc(tmp_path)
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def write_wheel(folder: Path, name: str, files: dict[str, bytes], *, tag: str = TAG) -> Path:
-    """A wheel of ``name`` 1.0 whose METADATA, WHEEL and RECORD are right."""
-    dist = re.sub(r"[-_.]+", "_", name)
-    info = f"{dist}-1.0.dist-info"
-    every = {
-        **files,
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
-        f"{info}/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-{tag}\n".encode(),
-    }
-    record = [f"{n},sha256={_b64(d)},{len(d)}" for n, d in every.items()] + [f"{info}/RECORD,,"]
-    path = folder / f"{dist}-1.0-py3-none-{tag}.whl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(path, "w") as zf:
-        for member, data in every.items():
-            zf.writestr(member, data)
-        zf.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
-    return path
 
 
 @contextmanager

@@ -1,0 +1,100 @@
+"""Real shared libraries and wheels for the audit's tests: gcc links each library on the spot.
+
+:class:`Gcc` builds a library with the SONAME, DT_NEEDED entries (linked against stubs that are
+never shipped) and RUNPATH asked for; :func:`write_wheel` zips files into a wheel whose METADATA,
+WHEEL and RECORD are right.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import subprocess
+import zipfile
+from pathlib import Path
+
+TAG = "manylinux_2_28_x86_64"
+
+
+class Gcc:
+    """Real shared libraries, linked by gcc with the SONAME, DT_NEEDED and RUNPATH asked for."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.stubs = tmp / "stubs"  # what DT_NEEDED entries are linked against (never shipped)
+        self.stubs.mkdir(exist_ok=True)
+
+    def so(
+        self,
+        soname: str,
+        *,
+        needed: tuple[str, ...] = (),
+        runpath: tuple[str, ...] = (),
+        body: str = "",
+    ) -> bytes:
+        """The bytes of a library answering to ``soname``; ``body`` makes two builds differ."""
+        index = len(list(self.tmp.glob("src*.c")))
+        src = self.tmp / f"src{index}.c"
+        symbol = re.sub(r"\W", "_", soname)
+        src.write_text(f'int {symbol}(void) {{ return {len(body)}; }}\nconst char *build = "{body}";\n')
+        out = self.tmp / f"out{index}.so"
+        argv = ["gcc", "-shared", "-fPIC", "-o", str(out), str(src), f"-Wl,-soname,{soname}"]
+        for name in needed:
+            stub = self.stubs / name
+            if not stub.exists():
+                subprocess.run(
+                    [
+                        "gcc",
+                        "-shared",
+                        "-fPIC",
+                        "-o",
+                        str(stub),
+                        "-x",
+                        "c",
+                        "/dev/null",
+                        f"-Wl,-soname,{name}",
+                    ],
+                    check=True,
+                    capture_output=True,
+                    timeout=120,
+                )
+            argv += [f"-L{self.stubs}", "-Wl,--no-as-needed", f"-l:{name}"]
+        if runpath:
+            argv += ["-Wl,--enable-new-dtags", f"-Wl,-rpath,{':'.join(runpath)}"]
+        subprocess.run(argv, check=True, capture_output=True, timeout=120)
+        return out.read_bytes()
+
+
+def gcc_so(
+    tmp: Path, soname: str, *, needed: tuple[str, ...] = (), runpath: tuple[str, ...] = (), body: str = ""
+) -> bytes:
+    return Gcc(tmp).so(soname, needed=needed, runpath=runpath, body=body)
+
+
+def b64_sha256(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def write_wheel(
+    folder: Path, name: str, files: dict[str, bytes], *, tag: str = TAG, requires: tuple[str, ...] = ()
+) -> Path:
+    """A wheel of ``name`` 1.0 holding ``files``, whose METADATA, WHEEL and RECORD are right."""
+    dist = re.sub(r"[-_.]+", "_", name)
+    info = f"{dist}-1.0.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires
+    )
+    every = {
+        **files,
+        f"{info}/METADATA": metadata.encode(),
+        f"{info}/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-{tag}\n".encode(),
+    }
+    record = [f"{n},sha256={b64_sha256(d)},{len(d)}" for n, d in every.items()] + [f"{info}/RECORD,,"]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{dist}-1.0-py3-none-{tag}.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for member, data in every.items():
+            zf.writestr(member, data)
+        zf.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return path
