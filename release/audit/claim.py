@@ -16,7 +16,8 @@ Entries are the policy's (``X.Y``, ``X.Ya``, ``X.Yf``, with ``+PTX``) or nvcc's 
 word with ``=`` starts a library's list; words without one continue the list before them.
 The audit's read-back (``arch_list_found``) is written in this syntax.
 
-``--runs-on 7.5,8.0,9.0,12.0``: every library must run (natively or by PTX JIT) on each.
+``--runs-on 7.5,8.0,9.0,12.0``: every library must run (natively or by PTX JIT) on each (units
+whose kernels are only for other GPUs are noted, not failed).
 ``--driver 13.0`` or ``--driver 580.159.04``: predict for that driver (PTX newer than it cannot
 JIT; a newer CUDA major cannot load). ``--checks device_code,gpus``: run only those checks
 (the result is partial: no record a publish may trust). ``--allow embedded-device-code`` and

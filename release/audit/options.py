@@ -34,7 +34,8 @@ def add_claim_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--runs-on",
         metavar="CCS",
-        help="GPUs every library must run on, natively or by PTX JIT: compute capabilities, e.g. 7.5,8.0,9.0,12.0",
+        help="GPUs every library must run on, natively or by PTX JIT: compute capabilities, e.g. 7.5,8.0,9.0,12.0 "
+        "(units whose kernels are only for other GPUs, such as sm_90a-only ones, are noted, not failed)",
     )
     p.add_argument(
         "--driver",
