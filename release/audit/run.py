@@ -53,6 +53,7 @@ from release.audit.model import (
 )
 from release.audit.wheel import open_wheel
 from release.core.errors import InputError, WheelwrightError
+from release.core.machine import default_cache_dir
 
 if TYPE_CHECKING:
     from release.policy.matrix import Row
@@ -167,11 +168,6 @@ def _cross_check(contents: Contents, cache_dir: Path) -> list[Finding]:
     return out
 
 
-def default_cache_dir() -> Path:
-    env = os.environ.get("WHEELWRIGHT_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "wheelwright"
-
-
 def audit_wheel(
     path: str | os.PathLike[str],
     expectation: Expectation,
@@ -231,7 +227,7 @@ def audit_wheel(
             )
             if cross:
                 t = time.perf_counter()
-                findings["cross_check"] = _cross_check(contents, Path(cache_dir or default_cache_dir()))
+                findings["cross_check"] = _cross_check(contents, Path(cache_dir or default_cache_dir(os.environ)))
                 timings["cross_check"] = time.perf_counter() - t
             if cpp_future is not None:
                 findings["cpp_consumer"], timings["cpp_consumer"] = cpp_future.result()
