@@ -227,7 +227,9 @@ def audit_wheel(
             )
             if cross:
                 t = time.perf_counter()
-                findings["cross_check"] = _cross_check(contents, Path(cache_dir or default_cache_dir(os.environ)))
+                findings["cross_check"] = _cross_check(
+                    contents, Path(cache_dir or default_cache_dir(os.environ))
+                )
                 timings["cross_check"] = time.perf_counter() - t
             if cpp_future is not None:
                 findings["cpp_consumer"], timings["cpp_consumer"] = cpp_future.result()
