@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import fnmatch
 import functools
-import json
 import os
 import posixpath
 import re
 import shlex
 import shutil
 import sysconfig
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,9 +33,9 @@ from release.audit.limits import KIB
 from release.audit.model import Contents, Expectation
 from release.audit.packages import declared_requirements
 from release.audit.standalone import infer_train
-from release.core import proc
-from release.core.errors import StepFailed, ToolError
 from release.core.machine import default_cache_dir
+from release.core.nvcc import MANIFEST, read_manifest
+from release.core.nvcc import dryrun as nvcc_dryrun
 from release.resources.cuda import cuda
 
 __all__ = [
@@ -59,7 +57,6 @@ __all__ = [
 
 SITE_VAR = "WHEELWRIGHT_CUDA_SITE"  # folders laid out as site-packages, holding the wheel's CUDA packages
 _ENV_KEYS = ("CUDA_HOME", "PATH", "HOME", "XDG_CACHE_HOME", "WHEELWRIGHT_CACHE", SITE_VAR)
-_TOOLCHAIN_MANIFEST = "wheelwright-toolchain.json"  # a PyPI toolchain's (release.build.toolchain.MANIFEST)
 _DRYRUN = re.compile(r"^#\$ (INCLUDES|SYSTEM_INCLUDES|_HERE_)=(.*)$", re.M)
 # The CUDA toolkit's headers, by the pip package that installs each for CUDA 13: fnmatch patterns of an
 # include's target, first match wins. Derived from real headers: the include/ members of NVIDIA's CUDA 13
@@ -213,14 +210,11 @@ def find_cuda_headers(env: tuple[tuple[str, str], ...]) -> CudaSearch:
     toolkits = _toolkit(None, f"nvcc on PATH: {nvcc}", values, tried, nvcc=nvcc) if nvcc else ()
     tried += [] if nvcc else ["no nvcc on PATH"]
     cache, pypi = default_cache_dir(values), list[CudaHeaders]()
-    for manifest in sorted(cache.glob(f"cuda-*/{_TOOLCHAIN_MANIFEST}")):
-        try:
-            home = json.loads(manifest.read_text(encoding="utf-8"))["cuda_home"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if isinstance(home, str) and not home.startswith("/") and ".." not in home.split("/"):
+    for manifest in sorted(cache.glob(f"cuda-*/{MANIFEST}")):
+        found = (read_manifest(manifest.parent) or {}).get("cuda_home")
+        if isinstance(found, str) and not found.startswith("/") and ".." not in found.split("/"):
             pypi += _toolkit(
-                manifest.parent / home, "PyPI toolchain in the wheelwright cache", values, tried, ""
+                manifest.parent / found, "PyPI toolchain in the wheelwright cache", values, tried, ""
             )
     tried += [] if pypi else [f"no PyPI toolchain in the wheelwright cache {cache}"]
     pypi.sort(key=lambda t: tuple(int(p) for p in t.version.split(".")), reverse=True)
@@ -267,16 +261,9 @@ def _toolkit(
 
 def _nvcc_include_dirs(nvcc: str, env: Mapping[str, str]) -> tuple[list[str], str | None]:
     """The folders nvcc puts on the include path (``-I``, ``-isystem``) and its real bin folder."""
-    with tempfile.TemporaryDirectory(prefix="wheelwright-nvcc-") as tmp:
-        (Path(tmp) / "probe.cu").write_text("", encoding="utf-8")
-        try:
-            argv = [nvcc, "--dryrun", "-E", "-x", "cu", "probe.cu"]
-            ran = proc.run(argv, env=env, cwd=tmp, check=False, timeout=60)
-        except (ToolError, StepFailed):
-            return [], None
     dirs: list[str] = []
     here = None
-    for m in _DRYRUN.finditer(ran.stdout + ran.stderr):
+    for m in _DRYRUN.finditer(nvcc_dryrun(nvcc, env)):
         here = m[2].strip() if m[1] == "_HERE_" else here
         words = shlex.split(m[2]) if m[1] != "_HERE_" else []
         for i, word in enumerate(words):

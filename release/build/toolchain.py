@@ -23,11 +23,9 @@ against the train when the policy was loaded (:mod:`release.policy.trains`). The
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,13 +35,14 @@ from release.core import proc
 from release.core.errors import InputError, StepFailed, ToolError
 from release.core.locks import install_once
 from release.core.log import say
+from release.core.nvcc import MANIFEST, read_manifest
+from release.core.nvcc import dryrun as nvcc_dryrun
 from release.core.pip import pip_install_target
 from release.policy.matrix import Row
 from release.policy.trains import NVCC_PACKAGE, pypi_nvcc_version
 
 ToolchainSource = Literal["cuda_home", "host", "pypi"]
 
-MANIFEST = "wheelwright-toolchain.json"
 MANIFEST_VERSION = 1
 
 _NVCC_RE = re.compile(r"release (\d+)\.(\d+), V(\d+\.\d+\.\d+)")
@@ -169,15 +168,7 @@ def probe_nvcc(nvcc: Path, env: Mapping[str, str]) -> NvccProbe:
         detail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
         return NvccProbe(nvcc, None, None, None, f"`nvcc --version` exit {out.returncode}: {detail[0]}")
     home: Path | None = None
-    text = ""
-    with tempfile.TemporaryDirectory(prefix="wheelwright-nvcc-") as tmp:
-        src = Path(tmp) / "probe.cu"
-        src.write_text("")
-        with contextlib.suppress(ToolError, StepFailed):
-            dry = proc.run(
-                [nvcc, "--dryrun", "-E", "-x", "cu", src], env=env, check=False, timeout=60, cwd=tmp
-            )
-            text = dry.stdout + dry.stderr
+    text = nvcc_dryrun(nvcc, env)
     m = _HERE_RE.search(text)
     if m is not None:
         home = Path(m[1].strip()).resolve().parent
@@ -277,18 +268,10 @@ def resolve_toolchain(
 # --------------------------------------------------------------------------- PyPI toolchain
 
 
-def _read_manifest(folder: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _cached_toolchain(row: Row, full: str, final: Path, env: Mapping[str, str]) -> Toolchain | None:
     """The toolchain installed in ``final`` when it is complete, of exactly the row's pins, and
     works; else None."""
-    manifest = _read_manifest(final)
+    manifest = read_manifest(final)
     if manifest is None or manifest.get("pins") != list(row.pypi_toolchain):
         return None
     home = final / str(manifest["cuda_home"])

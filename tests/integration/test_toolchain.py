@@ -21,7 +21,6 @@ import pytest
 from helpers_rows import rows_by_id
 
 from release.build.toolchain import (
-    MANIFEST,
     find_cudart,
     missing_toolchain_message,
     parse_nvcc_version,
@@ -31,6 +30,7 @@ from release.build.toolchain import (
     version_matches,
 )
 from release.core.errors import ToolError
+from release.core.nvcc import MANIFEST
 from release.policy.trains import pypi_nvcc_version
 
 pytestmark = pytest.mark.integration
