@@ -4,10 +4,11 @@ when a CUDA header is still missing (:func:`with_cuda`), and which headers need 
 machine lacks (CUDA's VDPAU, OpenGL and EGL interop headers: :func:`lacking_system_headers`).
 
 Split from :mod:`release.audit.cpp_tools` (the compiler's runs and output) and
-:mod:`release.audit.cpp_consumer` (what to compile and what it means): ``TOOLKIT_HEADERS`` and
-:func:`toolkit_package` name the pip package of a toolkit header; :func:`find_cuda_headers` finds the
-CUDA headers of installed packages and toolkits (:class:`CudaSearch`, :class:`CudaHeaders`);
-:func:`wheel_cuda_major` tells the CUDA release a consumer of the wheel builds with.
+:mod:`release.audit.cpp_consumer` (what to compile and what it means): :func:`toolkit_package` names the
+pip package of a toolkit header; :func:`find_cuda_headers` finds the CUDA headers of installed packages
+and toolkits (:class:`CudaSearch`, :class:`CudaHeaders`); :func:`wheel_cuda_major` tells the CUDA release
+a consumer of the wheel builds with. Which headers are whose is data: release/resources/cuda.toml's
+``[headers]``, read through :func:`release.resources.cuda.cuda`.
 """
 
 from __future__ import annotations
@@ -41,8 +42,6 @@ from release.resources.cuda import cuda
 __all__ = [
     "DRIVER_HEADERS",
     "SITE_VAR",
-    "SYSTEM_LIBRARIES",
-    "TOOLKIT_HEADERS",
     "CudaHeaders",
     "CudaSearch",
     "cuda_env",
@@ -58,66 +57,14 @@ __all__ = [
 SITE_VAR = "WHEELWRIGHT_CUDA_SITE"  # folders laid out as site-packages, holding the wheel's CUDA packages
 _ENV_KEYS = ("CUDA_HOME", "PATH", "HOME", "XDG_CACHE_HOME", "WHEELWRIGHT_CACHE", SITE_VAR)
 _DRYRUN = re.compile(r"^#\$ (INCLUDES|SYSTEM_INCLUDES|_HERE_)=(.*)$", re.M)
-# The CUDA toolkit's headers, by the pip package that installs each for CUDA 13: fnmatch patterns of an
-# include's target, first match wins. Derived from real headers: the include/ members of NVIDIA's CUDA 13
-# wheels (nvidia-cuda-runtime 13.0.96; -crt, -nvcc, -nvrtc, nvidia-nvvm 13.0.88; -cccl, -cupti,
-# -profiler-api, -cuxxfilt, nvidia-nvtx 13.0.85; nvidia-cublas 13.1.1.3, -cufft 12.0.0.61, -curand
-# 10.4.0.35, -cusolver 12.0.4.66, -cusparse 12.6.3.3, -cufile 1.15.1.6, -nvjitlink 13.4.92) and Debian's
-# CUDA 12.4 toolkit (npp, nvJPEG, nvFatbin, nvPTXCompiler, nvToolsExt). Tests hold every top-level name
-# of each toolkit found on the machine to it.
-TOOLKIT_HEADERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("nvidia-cuda-crt", ("crt/*",)),
-    ("nvidia-cuda-cccl", ("cccl/*", "cub/*", "thrust/*", "cuda/*", "nv/*")),
-    ("nvidia-cuda-cupti", ("cupti*.h", "generated_*_meta.h", "nvperf_*.h", "cuda_stdint.h", "Openacc/*", "Openmp/*")),
-    ("nvidia-cuda-profiler-api", ("cuda_profiler_api.h", "cudaProfiler.h")),
-    ("nvidia-cuda-cuxxfilt", ("nv_decode.h",)),
-    ("nvidia-cuda-nvcc", ("fatbinary_section.h", "nvPTXCompiler.h")),
-    ("nvidia-nvvm", ("nvvm.h",)),
-    ("nvidia-nvtx", ("nvtx3/*", "nvToolsExt*.h")),
-    ("nvidia-cuda-nvrtc", ("nvrtc.h",)),
-    ("nvidia-nvjitlink", ("nvJitLink.h",)),
-    ("nvidia-nvfatbin", ("nvFatbin.h",)),
-    ("nvidia-cublas", ("cublas*.h", "nvblas.h")),
-    ("nvidia-cufft", ("cufft*.h", "cudalibxt.h")),
-    ("nvidia-curand", ("curand*.h",)),
-    ("nvidia-cusolver", ("cusolver*.h",)),
-    ("nvidia-cusparse", ("cusparse.h", "cusparse_v2.h")),
-    ("nvidia-npp", ("npp*.h",)),
-    ("nvidia-nvjpeg", ("nvjpeg.h",)),
-    ("nvidia-cufile", ("cufile.h",)),
-    ("nvidia-cuda-runtime", ("builtin_types.h", "channel_descriptor.h", "common_functions.h", "cooperative_groups*",
-        "cuComplex.h", "cuda*.h", "cuda*.hpp", "cudart_platform.h", "device_*.h*", "driver_*.h", "host_*.h",
-        "library_types.h", "math_*.h", "mma.h", "nvfunctional", "sm_[0-9]*.h*", "surface_*.h", "texture_*.h",
-        "vector_*.h*", "cuda-gdb/*")),
-)  # fmt: skip
-
-
-# The CUDA driver API's headers: the functions they declare are libcuda.so.1's, installed with the NVIDIA
-# driver and shipped by no wheel (a toolkit has only a stub), so a consumer's link does not find them in
-# the SDK's libraries (nvidia-cuda-runtime ships cuda.h, cudaGL.h, cudaEGL.h, cudaVDPAU.h beside
-# libcudart.so; nvidia-cuda-profiler-api cudaProfiler.h).
-DRIVER_HEADERS = frozenset({"cuda.h", "cudaGL.h", "cudaEGL.h", "cudaVDPAU.h", "cudaProfiler.h"})
-
-
-# The system libraries CUDA's interop headers need, each with the header that must be found, what it is in
-# words, and the CUDA headers that need it (NVIDIA's CUDA 13 wheels and toolkit: those including it, and
-# cudaVDPAU.h, which uses VDPAU's types without): an include of one of these, or of a header of the
-# library, by a header of the SDK (the SDK's own or the toolkit's) needs the library.
-SYSTEM_LIBRARIES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
-    ("vdpau/*", "vdpau/vdpau.h", "VDPAU's headers (vdpau/vdpau.h; Debian: libvdpau-dev)",
-     ("cudaVDPAU.h", "cudaVDPAUTypedefs.h", "cuda_vdpau_interop.h", "generated_cudaVDPAU_meta.h",
-      "generated_cuda_vdpau_interop_meta.h")),
-    ("GL/*", "GL/gl.h", "OpenGL's headers (GL/gl.h; Debian: libgl-dev)",
-     ("cudaGL.h", "cudaGLTypedefs.h", "cuda_gl_interop.h", "generated_cudaGL_meta.h",
-      "generated_cuda_gl_interop_meta.h")),
-    ("EGL/*", "EGL/egl.h", "EGL's headers (EGL/egl.h; Debian: libegl-dev)",
-     ("cudaEGL.h", "cudaEGLTypedefs.h", "cuda_egl_interop.h")),
-)  # fmt: skip
+# The CUDA driver API's headers (release/resources/cuda.toml's [headers] driver), for
+# release.audit.cpp_consumer; read from the table at import.
+DRIVER_HEADERS: frozenset[str] = cuda().driver_headers
 
 
 @functools.cache
 def _package_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
-    return tuple((p, re.compile("|".join(map(fnmatch.translate, g)))) for p, g in TOOLKIT_HEADERS)
+    return tuple((p, re.compile("|".join(map(fnmatch.translate, g)))) for p, g in cuda().toolkit_headers)
 
 
 def toolkit_package(header: str, major: int | None = None) -> str | None:
@@ -386,12 +333,11 @@ def with_cuda(
 def lacking_system_headers(
     files: Mapping[str, bytes], headers: Sequence[str], found: Callable[[str], bool]
 ) -> dict[str, str]:
-    """The ``headers`` that need a system library (``SYSTEM_LIBRARIES``) whose header ``found`` does not
-    find: they are one of its CUDA headers, or reach (through the SDK's own headers) an include of one or
-    of a header of the library; each with what it needs, in words. Pure but for ``found``."""
-    absent = [
-        (pattern, what, needing) for pattern, main, what, needing in SYSTEM_LIBRARIES if not found(main)
-    ]
+    """The ``headers`` that need a system library (cuda.toml's ``[[headers.system]]``) whose header
+    ``found`` does not find: they are one of its CUDA headers, or reach (through the SDK's own headers) an
+    include of one or of a header of the library; each with what it needs, in words. Pure but for
+    ``found``."""
+    absent = [(s.pattern, s.title, s.needed_by) for s in cuda().system_libraries if not found(s.header)]
     needs: dict[str, str] = {}  # a file of the SDK: the library it needs, in words
     included_by: dict[str, set[str]] = {}
     for name, text in files.items():

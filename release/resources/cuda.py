@@ -1,4 +1,4 @@
-"""The reader of ``cuda.toml``: CUDA's libraries, GPUs and runners as frozen values, read once.
+"""The reader of ``cuda.toml``: CUDA's libraries, headers, GPUs and runners as frozen values, read once.
 
 ``cuda()`` loads and validates the packaged file on first use (``functools.cache``);
 ``parse(text, source)`` does the same for any text, so a test can prove that a broken
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from release.core.errors import ToolError
+from release.resources.cuda_headers import SystemLibrary, parse_headers
 
 __all__ = [
     "CudaFacts",
@@ -29,6 +30,7 @@ __all__ = [
     "Gpu",
     "ResourceError",
     "Shipping",
+    "SystemLibrary",
     "cuda",
     "is_cuda_library",
     "is_driver_library",
@@ -153,6 +155,10 @@ class CudaFacts:
     runners: Mapping[str, str]  # CPU architecture -> GitHub-hosted runner
     releases: tuple[CudaRelease, ...] = ()  # oldest first
     toolkit_extras: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # cuda-toolkit[extra]
+    # [headers] (release/resources/cuda_headers.py): (package, header patterns) in order, first match wins
+    toolkit_headers: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    driver_headers: frozenset[str] = frozenset()  # the CUDA driver API's headers (libcuda.so.1's functions)
+    system_libraries: tuple[SystemLibrary, ...] = ()  # what CUDA's interop headers need (OpenGL, EGL, VDPAU)
 
     def release(self, version: Version) -> CudaRelease | None:
         return next((r for r in self.releases if r.version == version), None)
@@ -288,7 +294,7 @@ def parse(text: str, source: str = SOURCE) -> CudaFacts:
         raw: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ResourceError(f"{source}: not valid TOML: {exc}") from None
-    known = {"schema_version", "library", "gpu", "runners", "release", "toolkit_extras"}
+    known = {"schema_version", "library", "gpu", "runners", "release", "toolkit_extras", "headers"}
     if set(raw) - known:
         raise _fail("top level", f"unknown keys {sorted(set(raw) - known)}")
     if raw.get("schema_version") != 1:
@@ -330,6 +336,7 @@ def parse(text: str, source: str = SOURCE) -> CudaFacts:
             raise _fail(f'gpu.since."{gpu_.major}.{gpu_.minor}"', "older than every [release]: leave it out")
     for cc in gpu.get("since") or {}:
         _capability(cc, "gpu.since")
+    headers = parse_headers(raw.get("headers"), _fail)
     return CudaFacts(
         libraries,
         capabilities,
@@ -337,6 +344,9 @@ def parse(text: str, source: str = SOURCE) -> CudaFacts:
         {_str(k, "runners"): _str(v, f"runners.{k}") for k, v in runners_.items()},
         releases,
         _toolkit_extras(raw.get("toolkit_extras")),
+        headers.toolkit,
+        headers.driver,
+        headers.system,
     )
 
 

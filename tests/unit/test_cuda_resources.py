@@ -1,7 +1,9 @@
-"""release/resources/cuda.toml: one table of CUDA's libraries, GPUs and runners, and no second list."""
+"""release/resources/cuda.toml: one table of CUDA's libraries, headers, GPUs and runners, and no second list.
+The [headers] section's validation: tests/unit/test_cuda_headers_table.py."""
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import re
 from pathlib import Path
@@ -20,6 +22,9 @@ TABLE = ROOT / "release" / "resources" / "cuda.toml"
 NAMED_IN_CODE = {"libcudart", "libcuda"}
 # Prose that names one library, not a list: the CUDA 12 nvcc wheels' contents (toolchain's message).
 PROSE = {("release/build/toolchain.py", "libnvvm")}
+# The one [headers] entry the code reasons about by name: cuda.h carries the driver API's CUDA_VERSION
+# (release/audit/cpp_cuda.py reads the version from it, release/build/host.py probes a toolkit by it).
+HEADERS_NAMED_IN_CODE = {"cuda.h"}
 
 
 def _mentions(text: str, stem: str) -> bool:
@@ -107,6 +112,65 @@ def test_no_second_list_under_release() -> None:
     assert found == [], f"CUDA library names outside release/resources/cuda.toml: {found}"
     holders = [p for p in (ROOT / "release").rglob("*") if p.is_file() and b"libnvjpeg" in p.read_bytes()]
     assert holders == [TABLE], "grep -rl libnvjpeg release must find one file"
+
+
+def _header_entries() -> set[str]:
+    """Every name and pattern of cuda.toml's [headers] (toolkit, driver, system) but those named in code."""
+    facts = cuda.cuda()
+    toolkit = {p for _, patterns in facts.toolkit_headers for p in patterns}
+    system = {n for s in facts.system_libraries for n in (s.pattern, s.header, *s.needed_by)}
+    return (toolkit | facts.driver_headers | system) - HEADERS_NAMED_IN_CODE
+
+
+def _header_literals(code: str) -> list[str]:
+    """The string literals of Python ``code`` that are [headers] entries: a header table kept in code.
+    Prose (docstrings, comments, messages) names headers inside longer text and is not caught."""
+    entries = _header_entries()
+    strings = (n.value for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Constant))
+    return sorted({s for s in strings if isinstance(s, str) and s in entries})
+
+
+def test_no_header_table_under_release() -> None:
+    """Only the table says which package installs a CUDA header, which headers are the driver's and which
+    need a system library: no module under release/ keeps its own list."""
+    found: list[tuple[str, str]] = []
+    for source in sorted((ROOT / "release").rglob("*.py")):
+        rel = str(source.relative_to(ROOT))
+        found += [(rel, s) for s in _header_literals(source.read_text(encoding="utf-8"))]
+    assert found == [], f"CUDA header table entries outside release/resources/cuda.toml: {found}"
+    holders = [
+        p
+        for p in (ROOT / "release").rglob("*")
+        if p.is_file() and p.suffix != ".pyc" and b"cudaVDPAUTypedefs.h" in p.read_bytes()
+    ]
+    assert holders == [TABLE], "grep -rl cudaVDPAUTypedefs.h release must find one file"
+
+
+def test_the_header_scan_sees_a_table_in_code() -> None:
+    """Must fail: header tables written as Python literals (the shape release/audit/cpp_cuda.py once had).
+    Must pass: headers named in prose, cuda.h, and headers that are no table's entry."""
+    code = (
+        'TOOLKIT = (("nvidia-cuda-crt", ("crt/*",)), ("nvidia-cublas", ("cublas*.h", "nvblas.h")))\n'
+        'DRIVER = frozenset({"cudaGL.h", "cudaProfiler.h"})\n'
+        'SYSTEM = (("GL/*", "GL/gl.h", "OpenGL", ("cuda_gl_interop.h",)),)\n'
+    )
+    assert _header_literals(code) == [
+        "GL/*",
+        "GL/gl.h",
+        "crt/*",
+        "cublas*.h",
+        "cudaGL.h",
+        "cudaProfiler.h",
+        "cuda_gl_interop.h",
+        "nvblas.h",
+    ]
+    prose = (
+        '"""Includes of crt/* and nvrtc.h; cudaGL.h needs GL/gl.h."""\n'
+        "# cublas*.h: nvidia-cublas\n"
+        'VERSION_IN = ("cuda_runtime_api.h", "cuda.h")\n'
+        'raise ValueError(f"{path}: includes cudaGL.h")\n'
+    )
+    assert _header_literals(prose) == []
 
 
 def test_the_scan_sees_a_second_list() -> None:
