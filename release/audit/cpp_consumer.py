@@ -16,23 +16,32 @@ the extracted wheel:
    machine lacks (VDPAU's, for CUDA's interop headers); the rest, the host headers, and what
    they reach are written there. All of them left out: nothing to check;
 1. the headers are a wheel's, so hostile: an ``#include`` of an absolute path or one
-   climbing out of the SDK with ``..`` is refused before anything runs; then the
-   preprocessor lists every file it opens (``-H``) and any file outside the SDK's
-   headers and the compiler's own include directories stops the check, with none of
-   the compiler's output shown;
+   climbing out of the SDK with ``..`` is refused before anything runs; then each compiler run
+   on them lists every file it opens (``-H``) and any file outside the SDK's headers, the CUDA
+   headers and the compiler's own include directories (``-v``: printed by the C pass itself, and
+   by one probe per process for C++) stops the check, with none of the compiler's output shown
+   (read before anything else of it);
 2. ``gcc -x c -fsyntax-only -aux-info`` lists the functions the headers declare (those that
    parse as C: a header C's errors blame is left out of the list, once; its functions are
    included but not enumerated), but the CUDA driver API's (``cuda.h``: libcuda.so.1's,
    installed with the driver, in no wheel);
-3. a generated ``consumer.cpp`` includes every host header and takes the address of every
-   declared function (through its C type where C++ overloads the name), so each must be
-   declared callable from C++ and be exported;
-4. ``g++ -std=c++17`` compiles it with ``-I P/include`` and links it against the
-   libraries of ``P/lib`` (``--allow-shlib-undefined``: their own dependencies, such as
-   the CUDA runtime, are the loader check's business, not this one's). An ``#error`` in
-   the program (headers that exclude each other, as cuBLAS's ``cublas.h`` and
-   ``cublas_v2.h``): the headers it fired in or through go to a second program, the rest
-   compile again without them; both must compile and both are linked (three compiles at most).
+3. a generated ``consumer.cpp`` includes every host header and redeclares every listed function
+   with C linkage (``extern "C" decltype(f) f;``; where C++ overloads the name, the overload of
+   its C type must exist and be the one redeclared), and ``g++ -std=c++17 -fsyntax-only -H``
+   checks it with ``-I P/include``, generating no code: each function must be declared for
+   C++, with C linkage. A header declaring one with C++ linkage (no ``extern "C"``) makes a C++
+   program reference a mangled symbol, not the C one the library exports: the finding says so
+   and how to fix it. An ``#error`` in the program (headers that exclude each other, as cuBLAS's
+   ``cublas.h`` and ``cublas_v2.h``): the headers it fired in or through go to a second program,
+   the rest are checked again without them; both must pass (three C++ passes at most, and
+   once more for a program naming new C++ overloads);
+4. a generated ``consumer.c`` declares each function by its name alone (no header), takes
+   its address and is compiled and linked by one ``gcc`` run against the libraries of
+   ``P/lib``: the symbols a C++ program using the headers references, since step 3 showed
+   each has C linkage (``--allow-shlib-undefined``: the libraries' own dependencies, such as
+   the CUDA runtime, are the loader check's business, not this one's). Headers that compile for
+   C++ but declare no C function (NVSHMEM's: C++ only) leave nothing to link: nothing to check,
+   and the finding says so.
 
 Headers including CUDA toolkit headers the wheel lacks (``cuda_runtime.h``) compile as a consumer's
 would: with the CUDA headers of the wheel's CUDA major found here (``-isystem``, after the wheel's);
@@ -41,7 +50,8 @@ without them the check fails as unable to check, naming the header and how to ma
 Every tool runs sandboxed (:func:`release.audit.limits.run_limited`: a clean environment,
 no terminal, limits on CPU time, memory and file size, a wall-clock limit) and only its
 messages about the wheel's own files reach a finding (nothing of the auditing machine's).
-Headers that declare nothing leave nothing to check, and the finding says so. Linking
+Headers that declare nothing (no line of the preprocessed program, kept by step 3 where no
+function was listed, comes from them) leave nothing to check, and the finding says so. Linking
 only: running the program is the smoke step's job. A wheel without an SDK passes with
 a note.
 """
@@ -51,6 +61,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import posixpath
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -67,14 +78,14 @@ from release.audit.cpp_headers import (
     materialize,
     reachable,
 )
+from release.audit.cpp_link import link_consumer, linkage_sentence
 from release.audit.cpp_tools import (
-    COMPILE,
     LINK,
     PREPROCESS,
+    SYNTAX,
     Sdk,
     compile_consumer,
     declares_something,
-    link_consumer,
     messages,
     outside_files,
     system_include_dirs,
@@ -156,9 +167,11 @@ class Prepared:
     programs: tuple[str, ...] = ()  # the programs compiled, to link: consumer (, consumer_2)
     last: tuple[str, ...] = ()  # the headers of the last program compiled
     compiled: Ran | None = None
-    sandbox: Sandbox = COMPILE
+    sandbox: Sandbox = SYNTAX
     functions: tuple[str, ...] = ()
     outside: tuple[str, ...] = ()
+    cxx_linkage: tuple[tuple[str, str], ...] = ()  # functions the headers give C++ linkage, and where
+    checks_only: bool = False  # every error of the last program is one of its checks, none the headers'
     cuda_wanted: tuple[str, ...] = ()  # CUDA toolkit headers the headers include and the wheel lacks
     cuda: tuple[CudaHeaders, ...] = ()  # the CUDA headers compiled with (-isystem, after the wheel's)
 
@@ -171,10 +184,11 @@ class Prepared:
         """Steps 1-3 with ``cuda``'s folders after the SDK's headers, for the host headers this machine
         can compile. An ``#error`` in the program (two headers that exclude each other, as cuBLAS's
         cublas.h and cublas_v2.h): once more without the headers it fired in or through, and those
-        on their own in a second program; both must compile, and link (three compiles at most)."""
+        on their own in a second program; both must pass, and link (three C++ passes at most, but
+        once more for a program naming new C++ overloads)."""
         dirs = tuple(d for h in cuda for d in h.dirs)
         self.cuda, self.apart, self.apart_why, self.programs = cuda, (), "", ()
-        self.compiled, self.functions, self.outside = None, (), ()
+        self.compiled, self.functions, self.outside, self.cxx_linkage = None, (), (), ()
         self.lacking = cpp_cuda.lacking_system_headers(
             self.written, self.host, functools.partial(_found, dirs=dirs)
         )
@@ -203,7 +217,7 @@ class Prepared:
 
     def _program(self, headers: tuple[str, ...], dirs: tuple[str, ...], name: str) -> None:
         include = self.scratch / "include"
-        ran, self.sandbox, functions, outside = compile_consumer(
+        done = compile_consumer(
             headers,
             include,
             self.scratch,
@@ -212,12 +226,13 @@ class Prepared:
             name,
             self.overloaded,
         )
-        self.compiled, self.functions, self.outside, self.last = (
-            ran,
-            tuple(functions),
-            tuple(outside),
-            headers,
+        self.compiled, self.sandbox, self.functions, self.outside = (
+            done.ran,
+            done.sandbox,
+            done.functions,
+            done.outside,
         )
+        self.cxx_linkage, self.checks_only, self.last = done.cxx_linkage, done.checks_only, headers
         self.programs = (*(p for p in self.programs if p != name), name)
 
     @property
@@ -341,6 +356,17 @@ def finish(
         return fail(CHECK, cannot, cannot_check=True, **details)
     last = [posixpath.join(sdk.include_dir, h) for h in prepared.last]
     shown = str(last) if len(last) <= 3 else f"the {len(last)} headers of {sdk.include_dir}"
+    if (
+        not compiled.ok and prepared.cxx_linkage and prepared.checks_only
+    ):  # no error in the headers themselves
+        sentence = linkage_sentence(sdk, prepared.cxx_linkage, include, shown, libs)
+        return fail(
+            CHECK,
+            f"{sentence}{left}:\n{messages(compiled.stderr, sdk, root, scratch)}",
+            cxx_linkage=_listed([f for f, _ in prepared.cxx_linkage]),
+            **_repeatable(compiled),
+            **details,
+        )
     if not compiled.ok:
         alone = prepared.programs[-1] != "consumer"  # the headers set apart, compiled on their own
         program = (
@@ -352,10 +378,12 @@ def finish(
             CHECK,
             f"{program} does not compile{used} ({compiled.why(sandbox)}){left}:\n"
             f"{messages(compiled.stderr, sdk, root, scratch)}",
+            **_repeatable(compiled),
             **details,
         )
     compiled_headers = tuple(h for h in prepared.host if h not in prepared.lacking)
-    if not functions and not any(declares_something(scratch / f"{p}.ii", include) for p in prepared.programs):
+    kept = [scratch / f"{p}.ii" for p in prepared.programs]  # kept where no function was listed
+    if not functions and not any(not ii.is_file() or declares_something(ii, include) for ii in kept):
         return ok(
             CHECK,
             f"nothing to check: {shown} declare nothing (no line of the preprocessed program comes from "
@@ -363,7 +391,15 @@ def finish(
             nothing_to_check=True,
             **details,
         )
-    linked = link_consumer(sdk, scratch, [f"{p}.o" for p in prepared.programs])
+    if not functions:
+        return ok(
+            CHECK,
+            f"nothing to check: {shown} compile for C++{used} but declare no C function to link (C's "
+            f"parser lists none of theirs), so a program has no function of {libs} to reference{left}",
+            nothing_to_check=True,
+            **details,
+        )
+    linked = link_consumer(sdk, scratch, functions)
     every = [posixpath.join(sdk.include_dir, h) for h in compiled_headers]
     shown = str(every) if len(every) <= 3 else f"the {len(every)} headers of {sdk.include_dir}"
     if not linked.ok:
@@ -371,6 +407,7 @@ def finish(
             CHECK,
             f"a C++ program using {shown} compiles but does not link against {libs} ({linked.why(LINK)}){left}:\n"
             f"{messages(linked.stderr, sdk, root, scratch)}",
+            **_repeatable(linked),
             **details,
         )
     return ok(
@@ -380,6 +417,15 @@ def finish(
         f"{left}",
         **details,
     )
+
+
+def _repeatable(ran: Ran) -> dict[str, bool]:
+    """``repeatable``: a failure the compiler or linker gave by its exit code, not a limit it hit (its own
+    "out of memory", or a crash under the memory limit, is one), so the same inputs fail the same way
+    (:mod:`release.audit.cpp_cache` keeps only those)."""
+    limit = r"out of memory|memory exhausted|Cannot allocate memory|internal compiler error|signal terminated"
+    hit = re.search(limit, ran.stderr) is not None
+    return {"repeatable": True} if ran.returncode > 0 and not ran.timed_out and not hit else {}
 
 
 def _left_out(prepared: Prepared) -> tuple[str, dict[str, object]]:

@@ -1,9 +1,12 @@
 """The C++ consumer check's tools: gcc and g++ run sandboxed on an SDK's headers, and their output read.
 
 Split from :mod:`release.audit.cpp_consumer` (which decides what to compile and what it means) and
-:mod:`release.audit.cpp_headers` (the headers read from their text): the compiler's include directories, the files its preprocessor opened, the functions C's parser lists,
-the consumer program's source, the compile and link commands, and the compiler's messages cut
-to those about the wheel's own files. The CUDA headers a consumer compiles with: :mod:`release.audit.cpp_cuda`.
+:mod:`release.audit.cpp_headers` (the headers read from their text): the compiler's include directories,
+the files its preprocessor opened, the functions C's parser lists (``gcc -x c -fsyntax-only -aux-info``),
+the C++ pass (``g++ -fsyntax-only -H`` of a program that includes the headers and redeclares each of those
+functions with C linkage) and its errors read back, and the compiler's messages cut to those about the
+wheel's own files. The link: :mod:`release.audit.cpp_link`. The CUDA headers a consumer compiles with:
+:mod:`release.audit.cpp_cuda`.
 """
 
 from __future__ import annotations
@@ -21,18 +24,23 @@ from release.audit.model import Library
 from release.core import proc
 
 __all__ = [
-    "COMPILE",
     "LINK",
     "PREPROCESS",
+    "QUIET",
+    "SYNTAX",
+    "Checks",
+    "Compiled",
+    "Listed",
     "Sdk",
+    "check_errors",
     "compile_consumer",
     "declared_functions",
     "declares_something",
     "error_directives",
-    "link_consumer",
     "messages",
     "missing_header",
     "outside_files",
+    "search_list",
     "system_include_dirs",
 ]
 
@@ -42,9 +50,11 @@ _C_KEYWORDS = frozenset(
     {"void", "int", "char", "long", "short", "float", "double", "unsigned", "signed", "const"}
 )
 # Diagnostics as plain lines: no source line quoted (it could be a file of the auditing machine).
-_QUIET = ["-fdiagnostics-plain-output", "-fno-diagnostics-show-caret", "-fdiagnostics-color=never"]
+QUIET = ["-fdiagnostics-plain-output", "-fno-diagnostics-show-caret", "-fdiagnostics-color=never"]
 PREPROCESS = Sandbox(cpu_seconds=120, memory_bytes=2 * GIB, file_bytes=1 * GIB, output_chars=16 * MIB)
-COMPILE = Sandbox(cpu_seconds=300, memory_bytes=4 * GIB, file_bytes=256 * MIB)
+# The C++ pass: a compile's CPU and memory (it parses and checks all a compile did, less the code), the
+# preprocessor's output and file bounds (its -H list is read back whole; it may keep the preprocessed program).
+SYNTAX = Sandbox(cpu_seconds=300, memory_bytes=4 * GIB, file_bytes=1 * GIB, output_chars=16 * MIB)
 LINK = Sandbox(cpu_seconds=300, memory_bytes=8 * GIB, file_bytes=1 * GIB)
 MESSAGE_LINES = 12
 AUX_BYTES = 64 * MIB  # the declarations gcc lists (system headers' included) read back
@@ -66,15 +76,22 @@ def system_include_dirs(compiler: str, language: str) -> tuple[str, ...]:
         ran = run_limited(
             [compiler, "-x", language, "-E", "-v", empty], cwd=Path(scratch), sandbox=PREPROCESS
         )
-    lines = ran.stderr.splitlines()
+    return search_list(ran.stderr)
+
+
+def search_list(stderr: str) -> tuple[str, ...]:
+    """The ``#include <...>`` search list a compiler run with ``-v`` printed (its first: printed before it
+    reads any source, so no header's text comes before it); () when there is none."""
+    lines = stderr.splitlines()
     try:
         start = lines.index("#include <...> search starts here:") + 1
-        end = lines.index("End of search list.")
+        end = lines.index("End of search list.", start)
     except ValueError:
         return ()
     return tuple(os.path.normpath(line.strip()) for line in lines[start:end])
 
 
+_GUARDS = "Multiple include guards may be useful for:"
 _MISSING = re.compile(r"^([^\n:]+):\d+:(?:\d+:)? fatal error: ([^\n:]+): No such file or directory$", re.M)
 
 
@@ -105,7 +122,6 @@ def messages(text: str, sdk: Sdk, root: Path, scratch: Path, lines: int = MESSAG
     include = str(scratch / "include") + "/"
     text = text.replace(include, f"{sdk.include_dir}/" if sdk.include_dir else "")
     text = text.replace(str(root) + "/", "").replace(str(scratch) + "/", "")
-    text = text.split("\nMultiple include guards may be useful for:", 1)[0]  # -H's closing list
     own = (
         f"{sdk.include_dir}/",
         "consumer",  # the programs' sources and objects (consumer.cpp, consumer_2.o)
@@ -114,9 +130,11 @@ def messages(text: str, sdk: Sdk, root: Path, scratch: Path, lines: int = MESSAG
     )
     kept: list[str] = []
     dropped = 0
+    listing = False  # in -H's closing list of files (before the compiler's messages when -save-temps)
     for raw in text.splitlines():
         line = re.sub(r"^\S*/(ld|collect2)(:|\.\S*:)", r"\1:", raw.strip())
-        if not line or re.match(r"^\.+ ", line):  # blank, or a -H line (a file opened)
+        listing = line == _GUARDS or (listing and re.search(r":\d+[:,]|: ", line) is None)
+        if not line or listing or re.match(r"^\.+ ", line):  # blank, -H's list or a -H line (a file opened)
             continue
         body = re.sub(r"^(In file included from|from|ld:|collect2:)\s*", "", line)
         located = re.match(r"^([^\s:]+):", body)
@@ -147,33 +165,43 @@ def declares_something(preprocessed: Path, include: Path) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Listed:
+    """What C's parser listed: each function with its pointer type as C declares it (``int (*)(int *)``),
+    the files outside that its preprocessor opened (then no function) and its last run."""
+
+    functions: dict[str, str]
+    outside: list[str]
+    ran: Ran
+
+
 def declared_functions(
     headers: tuple[str, ...],
     include: Path,
     scratch: Path,
     cuda_dirs: tuple[str, ...] = (),
     skip: Collection[str] = (),
-) -> tuple[dict[str, str], list[str]]:
+) -> Listed:
     """Functions declared (not defined) by the SDK's own headers that parse as C (those that do not, once
     told from C's errors, are left out), but those of the headers in ``skip`` (device headers, the CUDA
-    driver's: by path relative to ``include``), each with its pointer type as
-    C declares it (``int (*)(int *)``); and the files outside the SDK, ``cuda_dirs`` and the system
-    headers that C's preprocessor opened (then none)."""
+    driver's: by path relative to ``include``); and the files outside the SDK, ``cuda_dirs`` and the
+    system headers that C's preprocessor opened (then none)."""
     probe = scratch / "probe.c"
     aux = scratch / "declarations.txt"
     gcc = proc.which("gcc")
-    argv = [gcc, "-x", "c", "-fsyntax-only", "-H", *_QUIET, f"-aux-info={aux}", f"-I{include}"]
-    allowed = (str(include), *cuda_dirs, *system_include_dirs(gcc, "c"))
+    # -v: the run prints its own search list (the system's include directories), so no probe runs for C
+    argv = [gcc, "-x", "c", "-fsyntax-only", "-v", "-H", *QUIET, f"-aux-info={aux}", f"-I{include}"]
     for _ in range(2):  # once more without the headers that are not C (C++ only: included, not listed)
         probe.write_text("".join(f'#include "{h}"\n' for h in headers), encoding="utf-8")
         result = run_limited([*argv, *_isystem(cuda_dirs), probe], cwd=scratch, sandbox=PREPROCESS)
+        allowed = (str(include), *cuda_dirs, *search_list(result.stderr))
         outside = outside_files(result.stderr, allowed, scratch)
         not_c = {top for top, _, _ in _blamed(result.stderr, headers, "probe.c", 1)}
         if outside or result.ok or not not_c or not_c >= set(headers):
             break
         headers = tuple(h for h in headers if h not in not_c)
     if outside or not result.ok or not aux.is_file():
-        return {}, outside
+        return Listed({}, outside, result)
     names: dict[str, str] = {}
     prefix = str(include.resolve()) + "/"
     skipped = {prefix + s for s in skip}
@@ -190,48 +218,70 @@ def declared_functions(
         if found and found[0] not in names:
             head, _, params = m["decl"].removeprefix("extern ").partition(f"{found[0]} (")
             names[found[0]] = f"{head.strip()} (*)({params.rstrip().removesuffix(';')}"
-    return names, []
+    return Listed(names, [], result)
+
+
+# Helpers of the C++ program for a name C++ overloads: ``wheelwright_c<T>::pick(&f, 0)`` is the overload of
+# C type ``T`` (noexcept or not, as declared), ``wheelwright_fn<P>::type`` its function type, to redeclare.
+_PICK = (
+    "template <class T> struct wheelwright_c;\n"
+    "template <class R, class... A> struct wheelwright_c<R (*)(A...)> {\n"
+    "    typedef R f(A...); typedef R g(A...) noexcept; static g *pick(g *, int); static f *pick(f *, long);\n"
+    "};\n"
+    "template <class R, class... A> struct wheelwright_c<R (*)(A..., ...)> {\n"
+    "    typedef R f(A..., ...); typedef R g(A..., ...) noexcept;\n"
+    "    static g *pick(g *, int); static f *pick(f *, long);\n"
+    "};\n"
+    "template <class T> struct wheelwright_fn;\n"
+    "template <class F> struct wheelwright_fn<F *> { typedef F type; };\n"
+)
 
 
 def _consumer_source(
-    headers: tuple[str, ...],
-    functions: Sequence[str],
-    name: str = "consumer",
-    typed: Mapping[str, str] | None = None,
-) -> str:
-    """The program: line 1 a comment, line ``2 + i`` includes ``headers[i]`` (:func:`error_directives` reads
-    them back). A second program (``name`` other than ``consumer``) has its own array and no ``main``.
-    ``typed``: functions overloaded in C++, referenced through their C type (``static_cast``)."""
+    headers: tuple[str, ...], functions: Sequence[str], typed: Mapping[str, str] | None = None
+) -> tuple[str, dict[int, str]]:
+    """The C++ program and the line of each function's check. Line 1 a comment, line ``2 + i`` includes
+    ``headers[i]`` (:func:`error_directives` reads them back); then one line per function, which
+    redeclares it with C linkage as the headers declare it for C++: ``extern "C" decltype(f) f;`` (g++: "not
+    declared", or "conflicting declaration ... with 'C' linkage" where the headers gave it C++ linkage).
+    ``typed``: names C++ overloads (decltype cannot name one of them), each with its C type ``T``: the overload
+    of that type must exist (``static_cast``) and be the one with C linkage (redeclared through :data:`_PICK`)."""
     typed = typed or {}
-    refs = "".join(
-        f"    reinterpret_cast<unsigned long long>({f'static_cast<{typed[f]}>(&{f})' if f in typed else f'&{f}'}),\n"
-        for f in functions
-    )
-    array = "wheelwright_refs" if name == "consumer" else f"wheelwright_refs_{name}"
-    main = f"int main() {{ return {array}[0] == 1ULL ? 1 : 0; }}\n" if name == "consumer" else ""
-    return (
-        "// Written by wheelwright's audit: a C++ program outside the wheel that uses its SDK.\n"
-        + "".join(f"#include <{h}>\n" for h in headers)
-        + f"\nvolatile unsigned long long {array}[] = {{\n"
-        + refs
-        + "    0ULL,\n};\n\n"
-        + main
-    )
+    lines = [
+        "// Written by wheelwright's audit: a C++ program outside the wheel that uses its SDK.",
+        *(f"#include <{h}>" for h in headers),
+        "",
+        *([_PICK.rstrip("\n")] if typed else []),
+    ]
+    first = "\n".join(lines).count("\n") + 2  # the line after them
+    for f in functions:
+        t = typed.get(f)
+        lines.append(
+            f'extern "C" decltype({f}) {f};'
+            if t is None
+            else f'static_assert(sizeof(static_cast<{t}>(&{f})) != 0, "{f}"); '
+            f'extern "C" wheelwright_fn<decltype(wheelwright_c<{t}>::pick(&{f}, 0))>::type {f};'
+        )
+    return "\n".join(lines) + "\n", {first + i: f for i, f in enumerate(functions)}
 
 
 def _isystem(dirs: tuple[str, ...]) -> list[str]:
     return [arg for d in dirs for arg in ("-isystem", d)]
 
 
-def _gxx(
-    *args: str | Path,
-    include: Path,
-    scratch: Path,
-    sandbox: Sandbox = COMPILE,
-    cuda_dirs: tuple[str, ...] = (),
-) -> Ran:
-    argv = [proc.which("g++"), "-std=c++17", *_QUIET, *args, f"-I{include}", *_isystem(cuda_dirs)]
-    return run_limited(argv, cwd=scratch, sandbox=sandbox)
+@dataclass(frozen=True)
+class Compiled:
+    """The C++ pass over one program: its run (C's, where C's stopped the check) and limits, the functions
+    C listed, the files opened outside (then nothing else of the run was read), the functions the headers
+    declare for C++ with C++ linkage (each with where, as the compiler names it) and whether every error
+    is one of the program's own checks (none in the headers)."""
+
+    ran: Ran
+    sandbox: Sandbox
+    functions: tuple[str, ...] = ()
+    outside: tuple[str, ...] = ()
+    cxx_linkage: tuple[tuple[str, str], ...] = ()
+    checks_only: bool = False
 
 
 def compile_consumer(
@@ -242,46 +292,87 @@ def compile_consumer(
     skip: Collection[str] = (),
     name: str = "consumer",
     overloaded: set[str] | None = None,
-) -> tuple[Ran, Sandbox, list[str], list[str]]:
-    """Preprocess alone first (every file opened must be the SDK's, ``cuda_dirs``' or the system's), list
-    the declared functions (but those of ``skip``) and compile a program referencing them into
-    ``name``.o; those C++ overloads (``overloaded``: known so far, and updated with those the compiler
-    names) through their C type; where that fails, compile it without them, to tell the headers' errors
-    from the references'. ``cuda_dirs`` come after the SDK's own headers (``-isystem``). Returns the last
-    run, its limits, the functions and the files opened outside (then nothing further ran)."""
+) -> Compiled:
+    """List the declared functions (C's parser, but those of ``skip``), then check ``name``.cpp: it includes
+    ``headers`` and declares each function for C++ with C linkage (:func:`_consumer_source`), syntax only
+    (``g++ -fsyntax-only -H``: every file opened must be the SDK's, ``cuda_dirs``' or the system's, read
+    before anything else of its output). Names C++ overloads (``overloaded``: known so far, and updated
+    with those the compiler names) through their C type: once more where it names new ones. With no function
+    listed it keeps the preprocessed program (``name``.ii: whether the headers declare anything).
+    ``cuda_dirs`` come after the SDK's own headers (``-isystem``)."""
     overloaded = set() if overloaded is None else overloaded
+    listed = declared_functions(headers, include, scratch, cuda_dirs, skip)
+    if listed.outside:
+        return Compiled(listed.ran, PREPROCESS, outside=tuple(listed.outside))
+    functions = listed.functions
     source = scratch / f"{name}.cpp"
-    source.write_text(_consumer_source(headers, [], name), encoding="utf-8")
-    gxx = functools.partial(_gxx, include=include, scratch=scratch, cuda_dirs=cuda_dirs)
-    pre = gxx("-E", "-H", source, "-o", scratch / f"{name}.ii", sandbox=PREPROCESS)
+    keep = [] if functions else ["-save-temps", "-dumpdir", f"{scratch}/"]
+    argv = [proc.which("g++"), "-std=c++17", *QUIET, "-fsyntax-only", "-H", *keep, f"-I{include}"]
     allowed = (str(include), *cuda_dirs, *system_include_dirs(proc.which("g++"), "c++"))
-    outside = outside_files(pre.stderr, allowed, scratch)
-    if len(pre.stderr) >= PREPROCESS.output_chars:
-        outside.append(f"(the list of files it opened ran past {PREPROCESS.output_chars:,} characters)")
-    if outside or not pre.ok:
-        return pre, PREPROCESS, [], outside
-    functions, outside = declared_functions(headers, include, scratch, cuda_dirs, skip)
-    if outside:
-        return pre, PREPROCESS, [], outside
-    typed = {f: functions[f] for f in functions if f in overloaded}
-    source.write_text(_consumer_source(headers, list(functions), name, typed), encoding="utf-8")
-    compiled = gxx("-c", source, "-o", scratch / f"{name}.o")
-    lines = {int(n) for n in _OVERLOADED.findall(compiled.stderr)}
-    found = {f for i, f in enumerate(functions) if i + len(headers) + 4 in lines}
-    if not compiled.ok and found - overloaded:  # overloaded in C++ (cuBLAS's cublasGemmEx): take the C one
-        overloaded |= found
+    while True:
         typed = {f: functions[f] for f in functions if f in overloaded}
-        source.write_text(_consumer_source(headers, list(functions), name, typed), encoding="utf-8")
-        compiled = gxx("-c", source, "-o", scratch / f"{name}.o")
-    if not compiled.ok and functions:  # the headers alone, or the references?
-        source.write_text(_consumer_source(headers, [], name), encoding="utf-8")
-        bare = gxx("-c", source, "-o", scratch / f"{name}.o")
-        if not bare.ok:
-            return bare, COMPILE, [], []
-    return compiled, COMPILE, list(functions), []
+        text, lines = _consumer_source(headers, list(functions), typed)
+        source.write_text(text, encoding="utf-8")
+        ran = run_limited([*argv, *_isystem(cuda_dirs), source], cwd=scratch, sandbox=SYNTAX)
+        outside = outside_files(ran.stderr, allowed, scratch)
+        if len(ran.stderr) >= SYNTAX.output_chars:
+            outside.append(f"(the list of files it opened ran past {SYNTAX.output_chars:,} characters)")
+        if outside:
+            return Compiled(ran, SYNTAX, outside=tuple(outside))
+        checks = check_errors(ran.stderr, str(source), lines)
+        found = {f for f, said in checks.errors.items() if any(_OVERLOADED in m for m in said)}
+        new = found - overloaded  # overloaded in C++ (cuBLAS's cublasGemmEx): referenced by C type
+        overloaded |= found  # learnt even where the headers' own errors fail the run (a next program's)
+        if ran.ok or not new or not checks.only:
+            break
+    return Compiled(ran, SYNTAX, tuple(functions), (), checks.cxx_linkage, checks.only)
 
 
-_OVERLOADED = re.compile(r"^[^\n:]*\.cpp:(\d+):\d+: error: address of overloaded function", re.M)
+_OVERLOADED = "cannot resolve address of overloaded function"  # g++ 12: "'decltype' cannot resolve ..."
+_DIAGNOSTIC = re.compile(r"^(.+?):(\d+):(?:\d+:)? (fatal error|error|note): (.*)$")
+_LINKAGE = re.compile(r"^conflicting declaration of '.*' with 'C' linkage$")
+_CXX_NOTE = "previous declaration with 'C++' linkage"
+
+
+@dataclass(frozen=True)
+class Checks:
+    """The errors of a C++ pass: those on each function's line, the functions declared with C++ linkage
+    (with the compiler's note of where), and whether there are errors and all are on those lines."""
+
+    errors: dict[str, list[str]]
+    cxx_linkage: tuple[tuple[str, str], ...]
+    only: bool
+
+
+def check_errors(stderr: str, source: str, lines: Mapping[int, str]) -> Checks:
+    """Read the C++ pass's errors (line ``n`` of ``source``, the program's path as the compiler was given it,
+    checks function ``lines[n]``)."""
+    errors: dict[str, list[str]] = {}
+    linkage: dict[str, str] = {}
+    awaiting: str | None = None  # the function whose "previous declaration with 'C++' linkage" comes next
+    elsewhere = False
+    for line in stderr.splitlines():
+        m = _DIAGNOSTIC.match(line)
+        if m is None:
+            elsewhere |= re.search(r"(?:^|: )(?:fatal )?error: ", line) is not None
+            continue
+        file, number, kind, said = m[1], int(m[2]), m[3], m[4]
+        function = lines.get(number) if os.path.normpath(file) == source else None
+        if kind == "note":
+            if awaiting is not None and said == _CXX_NOTE:
+                linkage[awaiting], awaiting = f"{file}:{number}", None
+            continue
+        awaiting = None
+        if function is None:
+            elsewhere = True
+            continue
+        errors.setdefault(function, []).append(said)
+        if _LINKAGE.match(said):
+            linkage.setdefault(function, "")
+            awaiting = function
+    return Checks(errors, tuple(linkage.items()), bool(errors) and not elsewhere)
+
+
 _CHAIN = re.compile(r"^(?:In file included from|\s+from) (.+?):(\d+)(?::\d+)?[:,]$")
 _ERROR = re.compile(r"^(.+?):\d+:(?:\d+:)? (?:fatal )?error: (.*)$")
 
@@ -316,23 +407,3 @@ def error_directives(
         for top, file, message in _blamed(stderr, headers, f"{name}.cpp", 2)
         if message.startswith("#error")
     ]
-
-
-def link_consumer(sdk: Sdk, scratch: Path, objects: Sequence[str] = ("consumer.o",)) -> Ran:
-    link_args: list[str] = []
-    for d in sorted({str(lib.file.parent) for lib in sdk.libraries}):
-        link_args += [f"-L{d}", f"-Wl,-rpath-link,{d}"]
-    link_args += [f"-l:{lib.file.name}" for lib in sdk.libraries]
-    return run_limited(
-        [
-            proc.which("g++"),
-            *(scratch / o for o in objects),
-            "-o",
-            scratch / "consumer",
-            "-Wl,--no-as-needed",
-            *link_args,
-            "-Wl,--allow-shlib-undefined",
-        ],
-        cwd=scratch,
-        sandbox=LINK,
-    )

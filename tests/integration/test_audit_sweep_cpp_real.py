@@ -7,7 +7,7 @@ none. A header that is neither the wheel's nor CUDA's still fails as a broken SD
 Each case runs ``python -m release audit WHEEL --runs-on 9.0 --json --no-record --checks cpp_consumer``
 from an empty folder on a generated SDK wheel (a real library built by gcc, a real header) or a real one
 (nvidia-cufile 1.15.1.6, whose cufile.h includes cuda.h; nvidia-cusparse 12.6.3.3's headers, as pip
-installs them). The toolkit is hidden with CUDA_HOME pointing at an empty folder, or with no CUDA_HOME,
+installs them; nvidia-nvshmem-cu13 3.4.5's, C++ only). The toolkit is hidden with CUDA_HOME pointing at an empty folder, or with no CUDA_HOME,
 no nvcc on PATH and an empty wheelwright cache.
 """
 
@@ -122,7 +122,7 @@ def _toolkit(tmp: Path) -> CudaHeaders:
 
 def test_this_machines_toolkit_is_found_and_its_headers_are_known(tmp_path: Path) -> None:
     """nvcc on PATH is a wrapper script (/usr/local/bin/nvcc): the folders come from nvcc itself. Every
-    top-level header of every toolkit found is a CUDA toolkit header by TOOLKIT_HEADERS (how the list was
+    top-level header of every toolkit found is a CUDA toolkit header by cuda.toml's `[[headers.toolkit]]` (how the list was
     checked against real toolkits)."""
     search = find_cuda_headers(cuda_env(_plain_env(tmp_path)))
     toolkit = _toolkit(tmp_path)
@@ -291,3 +291,19 @@ def test_real_nvidia_wheel_cublas_exclusive_headers(tmp_path: Path) -> None:
     }
     assert "undefined reference to `cublasLtDisableCpuInstructionsSetMask'" in message
     assert "address of overloaded function" not in message and finding["details"]["functions"]["count"] > 700
+
+
+@pytest.mark.network
+def test_real_nvidia_wheel_nvshmem_declares_no_c_function(tmp_path: Path) -> None:
+    """nvidia-nvshmem-cu13 3.4.5: nvshmem.h, nvshmem_host.h and nvshmemx.h compile for C++ (with the CUDA 13
+    headers) and are not C, so C's parser lists no function. Before: a pass "referencing 0 declared
+    functions", having linked an empty program. Now: nothing to check, said so; and no program is linked."""
+    code, finding = _audit(real_wheel("nvidia_nvshmem_cu13"), tmp_path, _plain_env(tmp_path))
+    message = finding["message"]
+    assert code == 0 and finding["ok"] and finding["details"]["nothing_to_check"] is True, message
+    assert message.startswith(
+        "nothing to check: ['nvidia/nvshmem/include/nvshmem.h', 'nvidia/nvshmem/include/nvshmem_host.h', "
+        "'nvidia/nvshmem/include/nvshmemx.h'] compile for C++ with the CUDA 13"
+    ), message
+    assert "but declare no C function to link (C's parser lists none of theirs)" in message
+    assert finding["details"]["functions"] == {"count": 0, "first": []}

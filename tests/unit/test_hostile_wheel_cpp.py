@@ -113,3 +113,29 @@ def testdeclares_something(tmp_path: Path) -> None:
 def test_system_include_dirs_found_in_a_clean_environment() -> None:
     dirs = system_include_dirs(proc.which("g++"), "c++")
     assert "/usr/include" in dirs
+
+
+def test_messages_after_the_include_guard_list(tmp_path: Path) -> None:
+    """-H's closing list of files comes before the compiler's messages where it keeps the preprocessed
+    program (-save-temps): the list is left out, the messages after it are kept."""
+    sdk = Sdk("pkg/include", ("fx.h",), ())
+    stderr = "\n".join(
+        [
+            f". {tmp_path}/include/fx.h",
+            "Multiple include guards may be useful for:",
+            f"{tmp_path}/include/fx.h",
+            "/usr/include/stdio.h",
+            f"In file included from {tmp_path}/consumer.cpp:2:",
+            f"{tmp_path}/include/fx.h:1:15: error: expected primary-expression before ';' token",
+        ]
+    )
+    assert messages(stderr, sdk, tmp_path / "tree", tmp_path).splitlines() == [
+        "In file included from consumer.cpp:2:",
+        "pkg/include/fx.h:1:15: error: expected primary-expression before ';' token",
+    ]
+    # at the end (no -save-temps), as before: nothing of the list is shown or counted
+    tail = "\n".join([*stderr.splitlines()[4:], *stderr.splitlines()[:4]])
+    assert messages(tail, sdk, tmp_path / "tree", tmp_path).splitlines() == [
+        "In file included from consumer.cpp:2:",
+        "pkg/include/fx.h:1:15: error: expected primary-expression before ';' token",
+    ]
