@@ -22,6 +22,14 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _no_cpp_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every audit in a test compiles its C++ consumer (the processes it starts too): a finding read back
+    from an earlier test's run would hide what the code under test does. The cache's own tests turn it on
+    (tests/unit/test_audit_cpp_cache.py)."""
+    monkeypatch.setenv("WHEELWRIGHT_CPP_CACHE", "0")
+
+
+@pytest.fixture(autouse=True)
 def _default_verbosity() -> Iterator[None]:
     """A test that runs ``release.cli.main(["-q", ...])`` sets the process-wide verbosity; the next
     test starts from the default again (what a fresh process has)."""

@@ -92,6 +92,13 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN40
         help="also list each library's device code with cuobjdump and compare (slow on big libraries)",
     )
     p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="run the C++ consumer check's compiler even where the cache holds its finding for the same "
+        "headers, libraries, compiler and CUDA headers (kept in the wheelwright cache's cpp-consumer folder; "
+        "WHEELWRIGHT_CPP_CACHE=0 turns the cache off everywhere)",
+    )
+    p.add_argument(
         "--no-record",
         action="store_true",
         help="do not write <wheel>.audit.json and <wheel>.audit.html beside the wheel",
@@ -256,7 +263,12 @@ def _audit(args: argparse.Namespace, results: list[AuditResult], errors: list[di
                 assert policy is not None
                 row = records.row_for_wheel(Path(wheel).name, rows, policy_path=policy.path)
                 expectation = row_options(replace(Expectation.from_row(row), policy_sha256=digest), args)
-            result = audit_wheel(wheel, expectation, cross_check_cuobjdump=args.cross_check)
+            result = audit_wheel(
+                wheel,
+                expectation,
+                cross_check_cuobjdump=args.cross_check,
+                remember=False if args.no_cache else None,
+            )
         except InputError as exc:
             errors.append(_error(Path(wheel).name, exc))
             log.warn(f"error: {exc}")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from release.audit import (
+    cpp_cache,
     cpp_consumer,
     device_code,
     gpus,
@@ -174,6 +175,7 @@ def audit_wheel(
     *,
     cross_check_cuobjdump: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
+    remember: bool | None = None,
 ) -> AuditResult:
     """Audit one wheel against an expectation. InputError (exit 2) if it cannot be read.
 
@@ -183,10 +185,15 @@ def audit_wheel(
     consumer (g++) starts once the wheel is unpacked, beside the inspection; the platform
     analysis runs beside the other checks. (Python work in other threads while the wheel is
     unpacked, imports for instance, slowed the unpacking down more than it saved.)
+
+    ``remember``: read and keep the C++ consumer's findings in the cache (:mod:`release.audit.cpp_cache`,
+    under ``cache_dir``); None: unless ``WHEELWRIGHT_CPP_CACHE=0``.
     """
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    early = _EarlyCpp(expectation.runs("cpp_consumer"))
+    remember = cpp_cache.enabled(os.environ) if remember is None else remember
+    folder = Path(cache_dir or default_cache_dir(os.environ)) / cpp_cache.FOLDER if remember else None
+    early = _EarlyCpp(expectation.runs("cpp_consumer"), folder, expectation.train)
     with (
         early,  # outermost: its scratch directories go after the check that uses them is done
         ThreadPoolExecutor(max_workers=2, thread_name_prefix="audit") as pool,
@@ -197,7 +204,7 @@ def audit_wheel(
             check_identity(wheel)
             cpp_future = None
             if expectation.runs("cpp_consumer"):  # it needs only the headers and each library's ELF header
-                cpp_future = pool.submit(_cpp_consumer, wheel, expectation, early)
+                cpp_future = pool.submit(_cpp_consumer, wheel, expectation, early, folder)
             t = time.perf_counter()
             claimed = expectation
             # the platform analysis needs no embedded images: it starts while they are searched for
@@ -265,16 +272,22 @@ class _EarlyCpp:
     """The C++ consumer check's compile steps, started while the libraries are still being unpacked:
     they need only an include directory's headers (:func:`release.audit.cpp_consumer.prepare`). Started
     for each include directory all of whose members are out and whose ``lib``/``lib64`` sibling holds
-    a file; the check uses a result only for an SDK with the same directory and headers."""
+    a file; the check uses a result only for an SDK with the same directory and headers. None started
+    when the cache (``folder``) has findings for these headers on this machine: then the check most
+    likely reads its finding back, and compiles (late) only if the libraries changed."""
 
-    def __init__(self, wanted: bool) -> None:
-        self.wanted = wanted
+    def __init__(self, wanted: bool, folder: Path | None = None, train: str | None = None) -> None:
+        self.wanted, self.folder, self.train = wanted, folder, train
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cpp")
         self.futures: dict[tuple[str, tuple[str, ...]], Future[cpp_consumer.Prepared]] = {}
 
     def start(self, members: list[Member], pending: frozenset[str]) -> None:
         if not self.wanted:
             return
+        if self.folder is not None:
+            sdk = cpp_cache.sdk_key(members, self.train, os.environ, pending)
+            if sdk is not None and cpp_cache.seen(self.folder, sdk):
+                return
         names = [m.name for m in members if m.kind == "file"] + list(pending)
         dirs = {posixpath.dirname(n) for n in names}
         for include_dir, headers in cpp_consumer.sdk_headers(members).items():
@@ -300,10 +313,24 @@ class _EarlyCpp:
 
 
 def _cpp_consumer(
-    wheel: WheelFile, expectation: Expectation, early: _EarlyCpp
+    wheel: WheelFile, expectation: Expectation, early: _EarlyCpp, folder: Path | None = None
 ) -> tuple[list[Finding], float]:
-    """The C++ consumer check, beside the inspection of the libraries: it reads only their ELF headers."""
+    """The C++ consumer check, beside the inspection of the libraries: it reads only their ELF headers.
+    Its findings read back from the cache ``folder`` when the same inputs were checked before, and kept
+    there when final (:mod:`release.audit.cpp_cache`)."""
     t = time.perf_counter()
+    keys = cpp_cache.keys(wheel.members, expectation.train, os.environ) if folder is not None else None
+    if folder is not None and keys is not None:
+        found = cpp_cache.load(folder, keys)
+        if found is not None:
+            return found, time.perf_counter() - t
+    findings = _cpp_findings(wheel, expectation, early)
+    if folder is not None and keys is not None:
+        cpp_cache.store(folder, keys, findings)
+    return findings, time.perf_counter() - t
+
+
+def _cpp_findings(wheel: WheelFile, expectation: Expectation, early: _EarlyCpp) -> list[Finding]:
     prepared = early.prepared()
     libs = []
     for member in wheel.members:
@@ -317,7 +344,7 @@ def _cpp_consumer(
             except ElfError:
                 continue
             libs.append(Library(member.name, member.path, member.sha256, info, None, False, (), None))
-    return cpp_consumer.check(Contents(wheel, tuple(libs)), expectation, prepared), time.perf_counter() - t
+    return cpp_consumer.check(Contents(wheel, tuple(libs)), expectation, prepared)
 
 
 def _start_abi(

@@ -1,0 +1,173 @@
+"""The C++ consumer check's cache (release.audit.cpp_cache): real wheels with a real SDK (headers and a
+library gcc builds here), audited twice through ``audit_wheel``. A finding is read back only for the
+same headers, libraries, claim and machine; anything else compiles again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers_elf import write_wheel
+
+from release.audit import cpp_cache, run
+from release.audit.claim import claim_expectation
+from release.audit.model import AuditResult, Finding, fail, ok
+from release.audit.run import audit_wheel
+
+C_API = '#pragma once\n#ifdef __cplusplus\nextern "C" {\n#endif\n%s\n#ifdef __cplusplus\n}\n#endif\n'
+LIB = "int fx_version(void) { return 1; }\nint fx_a(void) { return 2; }\n"
+HEADER = C_API % "int fx_version(void);\nint fx_a(void);"
+
+
+def _lib(tmp: Path, source: str) -> bytes:
+    tmp.mkdir(parents=True, exist_ok=True)
+    src = tmp / "fx.c"
+    src.write_text(source, encoding="utf-8")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp / "libfx.so", src], check=True, timeout=120)
+    return (tmp / "libfx.so").read_bytes()
+
+
+def _wheel(tmp: Path, header: str = HEADER, lib: str = LIB) -> Path:
+    files = {"fxsdk/include/fx.h": header.encode(), "fxsdk/lib/libfx.so": _lib(tmp, lib)}
+    return write_wheel(tmp / "dist", "fxsdk", files)
+
+
+def _audit(wheel: Path, cache: Path, *, remember: bool | None = True, train: str | None = None) -> Finding:
+    expectation = claim_expectation(variant=None, gpu_archs=None, policy=None, runs_on="8.0")
+    if train is not None:
+        from dataclasses import replace
+
+        expectation = replace(expectation, train=train)
+    result: AuditResult = audit_wheel(wheel, expectation, cache_dir=cache, remember=remember)
+    found = [f for f in result.findings if f.check == "cpp_consumer"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times the check ran for real (its findings not read back)."""
+    calls: list[int] = []
+    real = run._cpp_findings
+
+    def counted(*args: object, **kwargs: object) -> list[Finding]:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(run, "_cpp_findings", counted)
+    return calls
+
+
+def test_the_same_wheel_again_reads_the_finding_back(tmp_path: Path, compiles: list[int]) -> None:
+    wheel = _wheel(tmp_path)
+    cache = tmp_path / "cache"
+    first = _audit(wheel, cache)
+    assert first.ok and "links fxsdk/lib/libfx.so" in first.message and "cached" not in first.details
+    again = _audit(wheel, cache)
+    assert compiles == [1]  # the second audit did not compile
+    assert again.ok and again.message == first.message and again.details["cached"] is True
+    assert len(list((cache / cpp_cache.FOLDER).glob("*/*.json"))) == 1
+
+
+def test_off_by_env_or_argument(tmp_path: Path, compiles: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    wheel = _wheel(tmp_path)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(cpp_cache.CACHE_ENV, "0")
+    _audit(wheel, cache, remember=None)
+    _audit(wheel, cache, remember=None)
+    assert compiles == [1, 1] and not (cache / cpp_cache.FOLDER).exists()
+    monkeypatch.setenv(cpp_cache.CACHE_ENV, "1")
+    _audit(wheel, cache, remember=None)  # kept
+    _audit(wheel, cache, remember=False)  # --no-cache: compiles
+    _audit(wheel, cache, remember=None)  # read back
+    assert compiles == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("changed", ["header", "library", "train"])
+def test_a_changed_input_compiles_again(tmp_path: Path, compiles: list[int], changed: str) -> None:
+    """Must miss: a header one byte apart, a library rebuilt to fail the link, another CUDA train."""
+    cache = tmp_path / "cache"
+    _audit(_wheel(tmp_path / "a"), cache)
+    if changed == "header":
+        finding = _audit(_wheel(tmp_path / "b", header=HEADER + "int fx_b(void);\n"), cache)
+        assert not finding.ok and "fx_b" in finding.message  # declared, not exported: the link fails
+    elif changed == "library":
+        finding = _audit(_wheel(tmp_path / "b", lib="int fx_version(void) { return 1; }\n"), cache)
+        assert not finding.ok and "fx_a" in finding.message
+    else:
+        finding = _audit(_wheel(tmp_path / "b"), cache, train="12.8")
+        assert finding.ok
+    assert compiles == [1, 1] and "cached" not in finding.details
+
+
+def test_a_changed_compiler_compiles_again(
+    tmp_path: Path, compiles: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another g++ first on PATH (here a script running the same one: another file) is another machine."""
+    wheel = _wheel(tmp_path)
+    cache = tmp_path / "cache"
+    _audit(wheel, cache)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    gxx = subprocess.run(["which", "g++"], capture_output=True, text=True, check=True).stdout.strip()
+    (bin_dir / "g++").write_text(f'#!/bin/sh\nexec {gxx} "$@"\n', encoding="utf-8")
+    (bin_dir / "g++").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    assert _audit(wheel, cache).ok
+    assert compiles == [1, 1]
+
+
+def test_a_failure_by_exit_code_is_kept_a_limit_hit_is_not(tmp_path: Path) -> None:
+    key = cpp_cache.Keys("a" * 64, "b" * 64)
+    folder = tmp_path / "c"
+    assert not cpp_cache.store(folder, key, [fail("cpp_consumer", "stopped after 300 s")])
+    assert cpp_cache.load(folder, key) is None
+    assert not cpp_cache.store(folder, key, [fail("cpp_consumer", "cannot check", cannot_check=True)])
+    assert not cpp_cache.store(folder, key, [])
+    kept = fail("cpp_consumer", "does not link (exit code 1)", repeatable=True)
+    assert cpp_cache.store(folder, key, [kept, ok("cpp_consumer", "fine")])
+    back = cpp_cache.load(folder, key)
+    assert back is not None and [f.ok for f in back] == [False, True] and back[0].message == kept.message
+
+
+def test_a_failing_link_is_read_back_the_same(tmp_path: Path, compiles: list[int]) -> None:
+    wheel = _wheel(tmp_path, header=HEADER + "int fx_missing(void);\n")
+    cache = tmp_path / "cache"
+    first = _audit(wheel, cache)
+    assert not first.ok and "fx_missing" in first.message
+    again = _audit(wheel, cache)
+    assert not again.ok and again.message == first.message and again.details.get("cached") is True
+    assert compiles == [1]
+
+
+def test_a_corrupt_or_foreign_entry_is_not_read(tmp_path: Path, compiles: list[int]) -> None:
+    wheel = _wheel(tmp_path)
+    cache = tmp_path / "cache"
+    _audit(wheel, cache)
+    (entry,) = (cache / cpp_cache.FOLDER).glob("*/*.json")
+    entry.write_text("{not json", encoding="utf-8")
+    assert _audit(wheel, cache).ok
+    data = json.loads(entry.read_text(encoding="utf-8"))  # written again, whole
+    data["key"] = "0" * 64  # an entry that claims another key
+    entry.write_text(json.dumps(data), encoding="utf-8")
+    assert "cached" not in _audit(wheel, cache).details
+    assert compiles == [1, 1, 1]
+
+
+def test_only_the_newest_entries_per_sdk_are_kept(tmp_path: Path) -> None:
+    folder = tmp_path / "c"
+    for i in range(cpp_cache.KEEP + 3):
+        assert cpp_cache.store(folder, cpp_cache.Keys("s" * 64, f"{i:064d}"), [ok("cpp_consumer", str(i))])
+    assert len(list((folder / ("s" * 64)).glob("*.json"))) == cpp_cache.KEEP
+    assert not list((folder / ("s" * 64)).glob(".tmp-*"))
+
+
+def test_a_wheel_without_an_sdk_has_no_key(tmp_path: Path) -> None:
+    wheel = write_wheel(tmp_path / "dist", "plain", {"plain/__init__.py": b""})
+    from release.audit.wheel import open_wheel
+
+    with open_wheel(wheel) as opened:
+        assert cpp_cache.keys(opened.members, None, {}) is None
