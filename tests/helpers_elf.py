@@ -2,7 +2,8 @@
 
 :class:`Gcc` builds a library with the SONAME, DT_NEEDED entries (linked against stubs that are
 never shipped) and RUNPATH asked for; :func:`write_wheel` zips files into a wheel whose METADATA,
-WHEEL and RECORD are right.
+WHEEL and RECORD are right; :func:`sdk_finding` audits a wheel shipping a C++ SDK (its C++ consumer
+finding).
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import stat
 import subprocess
 import zipfile
 from pathlib import Path
+
+from release.audit.model import Finding
 
 TAG = "manylinux_2_28_x86_64"
 
@@ -98,3 +102,34 @@ def write_wheel(
             zf.writestr(member, data)
         zf.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
     return path
+
+
+def sdk_finding(tmp: Path, headers: dict[str, str], lib: str, *, cxx: bool = False) -> Finding:
+    """The audit's ``cpp_consumer`` finding for a wheel shipping ``headers`` in fxsdk/include and ``lib``
+    built into fxsdk/lib/libfx.so (by g++ when ``cxx``: its functions exported by their mangled names)."""
+    from release.audit import run
+    from release.audit.claim import claim_expectation
+    from release.audit.wheel import open_wheel
+
+    src = tmp / ("fx.cpp" if cxx else "fx.c")
+    src.write_text(lib, encoding="utf-8")
+    compiler = "g++" if cxx else "gcc"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", tmp / "libfx.so", src], check=True, timeout=120)
+    wheel = tmp / "fxsdk-1.0-py3-none-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        members = {f"fxsdk/include/{name}": text.encode() for name, text in headers.items()}
+        members |= {
+            "fxsdk/lib/libfx.so": (tmp / "libfx.so").read_bytes(),
+            "fxsdk-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: fxsdk\nVersion: 1.0\n",
+            "fxsdk-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-any\n",
+        }
+        for name, data in members.items():
+            info = zipfile.ZipInfo(name, (2024, 1, 1, 0, 0, 0))
+            info.external_attr = (stat.S_IFREG | 0o644) << 16
+            zf.writestr(info, data)
+    expectation = claim_expectation(variant=None, gpu_archs=None, policy=None, runs_on="8.0")
+    with open_wheel(wheel) as opened:
+        findings, _ = run._cpp_consumer(opened, expectation, run._EarlyCpp(False))
+    assert len(findings) == 1
+    finding: Finding = findings[0]
+    return finding

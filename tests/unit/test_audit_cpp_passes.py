@@ -7,20 +7,16 @@ files opened outside, and the compiler runs one check costs."""
 
 from __future__ import annotations
 
-import stat
-import subprocess
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_elf import sdk_finding
 
-from release.audit import cpp_link, cpp_tools, limits, run
-from release.audit.claim import claim_expectation
+from release.audit import cpp_link, cpp_tools, limits
 from release.audit.limits import Ran, Sandbox
 from release.audit.model import Finding
-from release.audit.wheel import open_wheel
 from release.core import proc
 
 C_API = '#pragma once\n#ifdef __cplusplus\nextern "C" {\n#endif\n%s\n#ifdef __cplusplus\n}\n#endif\n'
@@ -30,28 +26,7 @@ LIB = "int fx_version(void) { return 1; }\nint fx_a(int x) { return x; }\n"
 def _check(tmp_path: Path, headers: dict[str, str], lib: str = LIB, *, cxx: bool = False) -> Finding:
     """The cpp_consumer finding for a wheel shipping ``headers`` in fxsdk/include and ``lib`` built into
     fxsdk/lib/libfx.so (by g++ when ``cxx``: its functions exported by their mangled names)."""
-    src = tmp_path / ("fx.cpp" if cxx else "fx.c")
-    src.write_text(lib, encoding="utf-8")
-    subprocess.run(
-        ["g++" if cxx else "gcc", "-shared", "-fPIC", "-o", tmp_path / "libfx.so", src], check=True
-    )
-    wheel = tmp_path / "fxsdk-1.0-py3-none-manylinux_2_28_x86_64.whl"
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
-        members = {f"fxsdk/include/{name}": text.encode() for name, text in headers.items()}
-        members |= {
-            "fxsdk/lib/libfx.so": (tmp_path / "libfx.so").read_bytes(),
-            "fxsdk-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: fxsdk\nVersion: 1.0\n",
-            "fxsdk-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-any\n",
-        }
-        for name, data in members.items():
-            info = zipfile.ZipInfo(name, (2024, 1, 1, 0, 0, 0))
-            info.external_attr = (stat.S_IFREG | 0o644) << 16
-            zf.writestr(info, data)
-    expectation = claim_expectation(variant=None, gpu_archs=None, policy=None, runs_on="8.0")
-    with open_wheel(wheel) as opened:
-        findings, _ = run._cpp_consumer(opened, expectation, run._EarlyCpp(False))
-    assert len(findings) == 1
-    return findings[0]
+    return sdk_finding(tmp_path, headers, lib, cxx=cxx)
 
 
 # A header that forgot extern "C": C sees int fx_a(int), C++ a function of C++ linkage.

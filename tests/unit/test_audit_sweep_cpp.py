@@ -8,15 +8,12 @@ and real NVIDIA wheels: tests/integration/test_audit_sweep_cpp_real.py."""
 from __future__ import annotations
 
 import json
-import stat
 import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
+from helpers_elf import sdk_finding
 
-from release.audit import run
-from release.audit.claim import claim_expectation
 from release.audit.cpp_cuda import (
     SITE_VAR,
     CudaHeaders,
@@ -28,7 +25,6 @@ from release.audit.cpp_cuda import (
 )
 from release.audit.cpp_tools import missing_header, system_include_dirs
 from release.audit.model import Finding
-from release.audit.wheel import open_wheel
 from release.core import proc
 
 
@@ -209,26 +205,7 @@ LIB = "int fx_version(void) { return 1; }\nint fx_a(void) { return 2; }\nint fx_
 def _check(tmp_path: Path, headers: dict[str, str], lib: str = LIB) -> Finding:
     """The cpp_consumer finding for a wheel shipping ``headers`` in fxsdk/include and ``lib`` built into
     fxsdk/lib/libfx.so, as the audit gives it."""
-    src = tmp_path / "fx.c"
-    src.write_text(lib, encoding="utf-8")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", tmp_path / "libfx.so", src], check=True)
-    wheel = tmp_path / "fxsdk-1.0-py3-none-manylinux_2_28_x86_64.whl"
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
-        members = {f"fxsdk/include/{name}": text.encode() for name, text in headers.items()}
-        members |= {
-            "fxsdk/lib/libfx.so": (tmp_path / "libfx.so").read_bytes(),
-            "fxsdk-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: fxsdk\nVersion: 1.0\n",
-            "fxsdk-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-any\n",
-        }
-        for name, data in members.items():
-            info = zipfile.ZipInfo(name, (2024, 1, 1, 0, 0, 0))
-            info.external_attr = (stat.S_IFREG | 0o644) << 16
-            zf.writestr(info, data)
-    expectation = claim_expectation(variant=None, gpu_archs=None, policy=None, runs_on="8.0")
-    with open_wheel(wheel) as opened:
-        findings, _ = run._cpp_consumer(opened, expectation, run._EarlyCpp(False))
-    assert len(findings) == 1
-    return findings[0]
+    return sdk_finding(tmp_path, headers, lib)
 
 
 # cuRAND's way: a device header defines its qualifier macro and declares functions for nvcc only; this
