@@ -6,8 +6,9 @@ Each round runs, in this order and each in a fresh child process:
 
 * ``unzip -q -o WHEEL '*.so*' -d TMP``: the baseline the target is stated against;
 * ``unzip -q -o WHEEL -d TMP``: every file, the same extraction work the audit does;
-* the audit: ``python -m release audit WHEEL --variant cu130 --gpu-archs LIST --json --no-record``
-  (the same command body, :func:`release.audit.cli.cmd_audit`).
+* the audit: ``python -m release audit WHEEL --variant cu130 --gpu-archs LIST --json --no-record
+  --no-cache`` (the same command body, :func:`release.audit.cli.cmd_audit`; cold: the C++ consumer
+  compiles every round).
 
 Times are wall-clock seconds of the child, medians over the rounds (this machine's
 disk and CPU are noisy: rounds alternate so drift hits every command alike, and every
@@ -134,6 +135,7 @@ def run_round(wheel: Path, archs: str, env: dict[str, str]) -> dict[str, Any]:
             archs,
             "--json",
             "--no-record",
+            "--no-cache",
         ],
         env=env,
     )
