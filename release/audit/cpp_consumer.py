@@ -172,6 +172,8 @@ class Prepared:
     outside: tuple[str, ...] = ()
     cxx_linkage: tuple[tuple[str, str], ...] = ()  # functions the headers give C++ linkage, and where
     checks_only: bool = False  # every error of the last program is one of its checks, none the headers'
+    c_unread: tuple[str, ...] = ()  # headers C's parser could not read (their functions not listed)
+    c_why: str = ""  # C's first error in them
     cuda_wanted: tuple[str, ...] = ()  # CUDA toolkit headers the headers include and the wheel lacks
     cuda: tuple[CudaHeaders, ...] = ()  # the CUDA headers compiled with (-isystem, after the wheel's)
 
@@ -233,6 +235,7 @@ class Prepared:
             done.outside,
         )
         self.cxx_linkage, self.checks_only, self.last = done.cxx_linkage, done.checks_only, headers
+        self.c_unread, self.c_why = done.c_unread, done.c_why
         self.programs = (*(p for p in self.programs if p != name), name)
 
     @property
@@ -437,6 +440,10 @@ def _left_out(prepared: Prepared) -> tuple[str, dict[str, object]]:
     if device:
         s = "s" if len(device) != 1 else ""
         words.append(f"{len(device)} device header{s}, for nvcc, left to a CUDA consumer: {_names(device)}")
+    if prepared.c_unread:  # C++ only, or C cannot parse them: compiled for C++, their functions unlisted
+        words.append(f"C's parser could not read {_names(prepared.c_unread)}, so no function of theirs is linked "
+                     f"({prepared.c_why})")  # fmt: skip
+        details["c_unread"] = {"headers": list(prepared.c_unread), "error": prepared.c_why}
     if internal:
         s = "s" if len(internal) != 1 else ""
         words.append(

@@ -173,6 +173,8 @@ class Listed:
     functions: dict[str, str]
     outside: list[str]
     ran: Ran
+    unread: tuple[str, ...] = ()  # top-level headers C's parser could not read (C++ only): not listed
+    why: str = ""  # C's first error in them, without paths ("cusparseLt.h: expected ... before 'alignas'")
 
 
 def declared_functions(
@@ -189,19 +191,28 @@ def declared_functions(
     probe = scratch / "probe.c"
     aux = scratch / "declarations.txt"
     gcc = proc.which("gcc")
-    # -v: the run prints its own search list (the system's include directories), so no probe runs for C
+    # -v: the run prints its own search list (the system's include directories), so no probe runs for C.
+    # -include stdalign.h: C11's alignas/alignof, which headers written for C++ use bare (cuSPARSELt's
+    # handles: "alignas(16) uint8_t data[512]"), so their C functions are listed too.
     argv = [gcc, "-x", "c", "-fsyntax-only", "-v", "-H", *QUIET, f"-aux-info={aux}", f"-I{include}"]
+    argv += ["-include", "stdalign.h"]
+    every, unread, why = headers, [], ""
     for _ in range(2):  # once more without the headers that are not C (C++ only: included, not listed)
         probe.write_text("".join(f'#include "{h}"\n' for h in headers), encoding="utf-8")
         result = run_limited([*argv, *_isystem(cuda_dirs), probe], cwd=scratch, sandbox=PREPROCESS)
         allowed = (str(include), *cuda_dirs, *search_list(result.stderr))
         outside = outside_files(result.stderr, allowed, scratch)
-        not_c = {top for top, _, _ in _blamed(result.stderr, headers, "probe.c", 1)}
+        blamed = _blamed(result.stderr, headers, "probe.c", 1)
+        not_c = {top for top, _, _ in blamed}
+        if not outside and blamed and not why:
+            why = f"{blamed[0][0]}: {blamed[0][2]}"[:200]
+        unread += [h for h in headers if h in not_c]
         if outside or result.ok or not not_c or not_c >= set(headers):
             break
         headers = tuple(h for h in headers if h not in not_c)
     if outside or not result.ok or not aux.is_file():
-        return Listed({}, outside, result)
+        left = tuple(every) if not outside and not result.ok else ()
+        return Listed({}, outside, result, left, why if left else "")
     names: dict[str, str] = {}
     prefix = str(include.resolve()) + "/"
     skipped = {prefix + s for s in skip}
@@ -218,7 +229,7 @@ def declared_functions(
         if found and found[0] not in names:
             head, _, params = m["decl"].removeprefix("extern ").partition(f"{found[0]} (")
             names[found[0]] = f"{head.strip()} (*)({params.rstrip().removesuffix(';')}"
-    return Listed(names, [], result)
+    return Listed(names, [], result, tuple(dict.fromkeys(unread)), why if unread else "")
 
 
 # Helpers of the C++ program for a name C++ overloads: ``wheelwright_c<T>::pick(&f, 0)`` is the overload of
@@ -282,6 +293,8 @@ class Compiled:
     outside: tuple[str, ...] = ()
     cxx_linkage: tuple[tuple[str, str], ...] = ()
     checks_only: bool = False
+    c_unread: tuple[str, ...] = ()  # headers C's parser could not read: their functions not listed
+    c_why: str = ""  # C's first error in them
 
 
 def compile_consumer(
@@ -325,7 +338,9 @@ def compile_consumer(
         overloaded |= found  # learnt even where the headers' own errors fail the run (a next program's)
         if ran.ok or not new or not checks.only:
             break
-    return Compiled(ran, SYNTAX, tuple(functions), (), checks.cxx_linkage, checks.only)
+    return Compiled(
+        ran, SYNTAX, tuple(functions), (), checks.cxx_linkage, checks.only, listed.unread, listed.why
+    )
 
 
 _OVERLOADED = "cannot resolve address of overloaded function"  # g++ 12: "'decltype' cannot resolve ..."

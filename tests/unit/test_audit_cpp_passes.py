@@ -140,7 +140,8 @@ def test_headers_declaring_only_cxx_leave_nothing_to_check(tmp_path: Path) -> No
     assert finding.ok and finding.details["nothing_to_check"] is True
     assert finding.message == (
         "nothing to check: ['fxsdk/include/fx.hpp'] compile for C++ but declare no C function to link (C's "
-        "parser lists none of theirs), so a program has no function of fxsdk/lib/libfx.so to reference"
+        "parser lists none of theirs), so a program has no function of fxsdk/lib/libfx.so to reference; C's "
+        "parser could not read fx.hpp, so no function of theirs is linked (fx.hpp: unknown type name 'namespace')"
     )
 
 
@@ -278,3 +279,41 @@ def test_the_compiler_runs_of_one_check(
         return " ".join(argv)
 
     assert [kind(a) for a in seen] == passes
+
+
+# cuSPARSELt's way: a C API whose header uses C11's alignas without <stdalign.h> (C++ has it as a keyword).
+ALIGNAS = "typedef struct { alignas(16) unsigned char data[64]; } fx_handle_t;\nint fx_version(void);\nint fx_a(int x);"
+
+
+@pytest.mark.parametrize("extra", ["", "int fx_gone(void);"])
+def test_a_c_api_using_bare_alignas_is_listed_and_linked(tmp_path: Path, extra: str) -> None:
+    """C's parser reads it with <stdalign.h> pre-included, so its functions are linked: one it declares
+    and the library lacks fails (before, C could not read it, nothing was listed and it passed unseen)."""
+    finding = _check(tmp_path, {"fx.h": C_API % (ALIGNAS + "\n" + extra)})
+    assert "c_unread" not in finding.details
+    if extra:
+        assert not finding.ok and "undefined reference to `fx_gone'" in finding.message, finding.message
+    else:
+        assert finding.ok and "referencing 2 declared functions" in finding.message, finding.message
+
+
+def test_headers_c_cannot_read_are_named_with_cs_first_error(tmp_path: Path) -> None:
+    """A C++-only header beside a C one: compiled for C++, its functions not listed, and the finding says
+    so (which header, C's first error, no path of the auditing machine)."""
+    cpp_only = (
+        "#pragma once\ntemplate <class T> struct fx_box { T value; };\nint fx_cpp_only(fx_box<int> b);\n"
+    )
+    finding = _check(
+        tmp_path, {"fx.h": C_API % "int fx_version(void);\nint fx_a(int x);", "fx_box.h": cpp_only}
+    )
+    assert finding.ok, finding.message
+    assert (
+        "C's parser could not read fx_box.h, so no function of theirs is linked (fx_box.h: "
+        in finding.message
+    )
+    assert finding.details["c_unread"]["headers"] == ["fx_box.h"]
+    assert str(tmp_path) not in finding.message and "/tmp/" not in finding.message
+    (tmp_path / "alone").mkdir()
+    alone = _check(tmp_path / "alone", {"fx_box.h": cpp_only})
+    assert alone.ok and alone.details.get("nothing_to_check") is True
+    assert "C's parser could not read fx_box.h" in alone.message
