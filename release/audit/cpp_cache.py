@@ -3,7 +3,8 @@ has seen them does not run the compiler again (as ccache skips a compile it has 
 
 A finding is kept under a key of everything it depends on:
 
-* the check's own code (the bytes of ``release/audit/cpp_*.py`` and ``limits.py``) and wheelwright's
+* the check's own code (the bytes of ``release/audit/cpp_*.py``, the ELF readers, ``limits.py``,
+  ``model.py``, and the CUDA tables: ``release/resources/cuda*.py`` and ``cuda.toml``) and wheelwright's
   version;
 * the wheel's SDKs: every member under an ``include`` directory with a ``lib``/``lib64`` sibling, and
   the members of those siblings, by name and sha256 (the digests the audit computed for the RECORD
@@ -44,6 +45,8 @@ __all__ = [
     "FOLDER",
     "KEEP",
     "Keys",
+    "code_files",
+    "digest_files",
     "enabled",
     "final",
     "fingerprint",
@@ -65,20 +68,33 @@ def enabled(environ: Mapping[str, str]) -> bool:
     return environ.get(CACHE_ENV, "1").strip() not in ("0", "false", "no", "off")
 
 
+def code_files() -> list[Path]:
+    """The files whose bytes decide the check's findings: its modules, the ELF readers it uses, the
+    sandbox's limits, the finding's model, and the CUDA tables (which header is whose, and more)."""
+    here = Path(__file__).parent
+    resources = here.parent / "resources"
+    code = [*here.glob("cpp_*.py"), *here.glob("elf*.py"), here / "limits.py", here / "model.py"]
+    code += [*resources.glob("cuda*.py"), resources / "cuda.toml"]
+    return sorted(code)
+
+
+def digest_files(paths: Iterable[Path], version: str) -> str:
+    h = hashlib.sha256(version.encode() + b"\0")
+    for path in paths:
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 @functools.cache
 def _code() -> str:
     """The check's own code and wheelwright's version: a new version never reads an old finding."""
     from importlib import metadata
 
-    here = Path(__file__).parent
-    h = hashlib.sha256()
     try:
-        h.update(metadata.version("wheelwright").encode())
+        version = metadata.version("wheelwright")
     except metadata.PackageNotFoundError:
-        h.update(b"unknown")
-    for path in sorted([*here.glob("cpp_*.py"), here / "limits.py", here / "model.py"]):
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
+        version = "unknown"
+    return digest_files(code_files(), version)
 
 
 def _stat(path: str | os.PathLike[str] | None) -> tuple[str, int, int] | None:

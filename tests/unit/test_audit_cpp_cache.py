@@ -171,3 +171,21 @@ def test_a_wheel_without_an_sdk_has_no_key(tmp_path: Path) -> None:
 
     with open_wheel(wheel) as opened:
         assert cpp_cache.keys(opened.members, None, {}) is None
+
+
+def test_the_key_covers_the_checks_code_and_the_cuda_tables(tmp_path: Path) -> None:
+    """A finding of other code, or of other CUDA header tables, is never read back."""
+    names = {p.name for p in cpp_cache.code_files()}
+    assert {"cpp_consumer.py", "cpp_tools.py", "cpp_link.py", "cpp_headers.py", "cpp_cuda.py"} <= names
+    assert {"cuda.toml", "cuda_headers.py", "limits.py", "elf_symbols.py"} <= names
+    copies = []
+    for path in cpp_cache.code_files():
+        copy = tmp_path / path.name
+        copy.write_bytes(path.read_bytes())
+        copies.append(copy)
+    before = cpp_cache.digest_files(copies, "1")
+    assert cpp_cache.digest_files(copies, "1") == before
+    toml = tmp_path / "cuda.toml"
+    toml.write_bytes(toml.read_bytes() + b"\n# one more line\n")
+    assert cpp_cache.digest_files(copies, "1") != before
+    assert cpp_cache.digest_files(copies, "2") != cpp_cache.digest_files(copies, "1")
