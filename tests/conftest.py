@@ -1,11 +1,18 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Off for the whole session, module- and session-scoped fixtures' processes included (the autouse
+    fixture below restores it after a test that turns it on)."""
+    os.environ["WHEELWRIGHT_CPP_CACHE"] = "0"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
