@@ -31,17 +31,18 @@ import json
 import os
 import posixpath
 import shutil
-import sysconfig
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from release.audit.cpp_sdk import sdk_dirs
 from release.audit.model import Finding, Member
 
 __all__ = [
     "CACHE_ENV",
+    "ENTRY_BYTES",
     "FOLDER",
     "KEEP",
     "Keys",
@@ -62,6 +63,7 @@ FOLDER = "cpp-consumer"
 KEEP = 16  # entries per SDK key (a wheel's libraries change from build to build; its headers less)
 _PACKAGE_DATABASES = ("/var/lib/dpkg/status", "/var/lib/rpm", "/lib/apk/db/installed")
 _TOOLS = ("g++", "gcc", "ld", "nvcc")
+ENTRY_BYTES = 4 * 1024 * 1024  # an entry read back: a few kilobytes; more is not one of ours
 
 
 def enabled(environ: Mapping[str, str]) -> bool:
@@ -110,9 +112,7 @@ def _stat(path: str | os.PathLike[str] | None) -> tuple[str, int, int] | None:
 
 def fingerprint(environ: Mapping[str, str]) -> list[Any]:
     """What of this machine a finding depends on, cheaply (stat calls, no tool run). Effects: reads."""
-    from release.audit.cpp_cuda import SITE_VAR, cuda_env
-    from release.core.machine import default_cache_dir
-    from release.core.nvcc import MANIFEST
+    from release.audit.cpp_cuda import cuda_env, cuda_sites, pypi_manifests
 
     path = environ.get("PATH", "")
     parts: list[Any] = [[tool, _stat(shutil.which(tool, path=path))] for tool in _TOOLS]
@@ -120,30 +120,10 @@ def fingerprint(environ: Mapping[str, str]) -> list[Any]:
     if home:
         parts.append(["CUDA_HOME", _stat(Path(home) / "bin" / "nvcc"), _stat(Path(home) / "include")])
     parts.append([list(kv) for kv in cuda_env(environ)])
-    cache = default_cache_dir(environ)
-    parts.append([_stat(p) for p in sorted(cache.glob(f"cuda-*/{MANIFEST}"))])
-    sites = [s for s in environ.get(SITE_VAR, "").split(os.pathsep) if s]
-    if not sites:
-        paths = sysconfig.get_paths()
-        sites = list(dict.fromkeys((paths["purelib"], paths["platlib"])))
-    parts.append([[site, _stat(Path(site) / "nvidia")] for site in sites])
+    parts.append([_stat(p) for p in pypi_manifests(environ)])
+    parts.append([[site, _stat(Path(site) / "nvidia")] for site in cuda_sites(environ)])
     parts.append([_stat(db) for db in _PACKAGE_DATABASES])
     return parts
-
-
-def _sdk_dirs(members: Sequence[Member], names: Iterable[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """Each include directory with top-level headers and a ``lib``/``lib64`` sibling holding a member:
-    ``(include dir, its lib dirs)``. Pure."""
-    from release.audit.cpp_consumer import sdk_headers
-
-    dirs = {posixpath.dirname(n) for n in names}
-    out = []
-    for include_dir in sdk_headers(members):
-        parent = posixpath.dirname(include_dir)
-        libs = tuple(d for d in (posixpath.join(parent, "lib"), posixpath.join(parent, "lib64")) if d in dirs)
-        if libs:
-            out.append((include_dir, libs))
-    return out
 
 
 def _digest(member: Member) -> str:
@@ -155,13 +135,12 @@ def sdk_key(
 ) -> str | None:
     """The key of what the finding depends on but the SDKs' libraries: known once the headers are out
     (``pending``: names still being unpacked, the libraries). None: the wheel has no SDK."""
-    names = [m.name for m in members] + list(pending)
-    sdks = _sdk_dirs(members, names)
+    sdks = sdk_dirs(members, pending)
     if not sdks:
         return None
     h = hashlib.sha256()
     h.update(json.dumps([_code(), fingerprint(environ), train], sort_keys=True).encode())
-    for include_dir, _libs in sdks:
+    for include_dir in sdks:
         under = sorted((m.name, _digest(m)) for m in members if m.name.startswith(include_dir + "/"))
         h.update(json.dumps([include_dir, under]).encode())
     metadata = [(m.name, _digest(m)) for m in members if m.name.endswith(".dist-info/METADATA")]
@@ -184,9 +163,9 @@ def keys(members: Sequence[Member], train: str | None, environ: Mapping[str, str
         return None
     libs = [
         (m.name, _digest(m))
-        for _include, lib_dirs in _sdk_dirs(members, [m.name for m in members])
+        for _headers, libs in sdk_dirs(members).values()
         for m in members
-        if posixpath.dirname(m.name) in lib_dirs
+        if posixpath.dirname(m.name) in libs
     ]
     whole = hashlib.sha256(json.dumps([sdk, sorted(libs)]).encode()).hexdigest()
     return Keys(sdk, whole)
@@ -200,7 +179,9 @@ def seen(folder: Path, sdk: str) -> bool:
 def load(folder: Path, key: Keys) -> list[Finding] | None:
     """The findings kept for ``key``, each marked ``cached``; None when none (or unreadable)."""
     try:
-        data = json.loads((folder / key.sdk / f"{key.whole}.json").read_text(encoding="utf-8"))
+        with (folder / key.sdk / f"{key.whole}.json").open("rb") as f:
+            raw = f.read(ENTRY_BYTES + 1)
+        data = json.loads(raw) if len(raw) <= ENTRY_BYTES else None
     except (OSError, ValueError):
         return None
     if (

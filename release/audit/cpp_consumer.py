@@ -79,6 +79,7 @@ from release.audit.cpp_headers import (
     reachable,
 )
 from release.audit.cpp_link import link_consumer, linkage_sentence
+from release.audit.cpp_sdk import lib_dirs, sdk_headers
 from release.audit.cpp_tools import (
     LINK,
     PREPROCESS,
@@ -112,7 +113,6 @@ __all__ = [
 ]
 
 CHECK = "cpp_consumer"
-HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".hxx")  # top-level SDK headers
 ET_DYN = 3
 NO_SDK = "no C++ SDK in the wheel (P/include/*.h next to a shared library in P/lib): nothing to link"
 
@@ -120,15 +120,14 @@ NO_SDK = "no C++ SDK in the wheel (P/include/*.h next to a shared library in P/l
 def find_sdks(contents: Contents) -> list[Sdk]:
     out = []
     for include_dir, names in sdk_headers(contents.wheel.files).items():
-        parent = posixpath.dirname(include_dir)
-        lib_dirs = {posixpath.join(parent, "lib"), posixpath.join(parent, "lib64")}
+        siblings = lib_dirs(include_dir)
         libs = tuple(
             lib
             for lib in contents.libraries
             if lib.elf is not None
             and lib.elf.elf_type == ET_DYN
             and lib.is_shared_library
-            and posixpath.dirname(lib.path) in lib_dirs
+            and posixpath.dirname(lib.path) in siblings
         )
         if libs:
             out.append(Sdk(include_dir, names, libs))
@@ -256,18 +255,6 @@ def _found(target: str, dirs: tuple[str, ...]) -> bool:
     """Whether ``target`` is in the compiler's own include directories or ``dirs``."""
     where = (*system_include_dirs(proc.which("g++"), "c++"), *dirs)
     return any((Path(d) / target).is_file() for d in where)
-
-
-def sdk_headers(members: Iterable[Member]) -> dict[str, tuple[str, ...]]:
-    """The top-level headers of each ``include`` directory among ``members``: ``find_sdks``'s first half."""
-    headers: dict[str, list[str]] = {}
-    for member in members:
-        if member.kind != "file" or not member.read or not member.name.endswith(HEADER_SUFFIXES):
-            continue
-        directory, name = posixpath.split(member.name)
-        if posixpath.basename(directory) == "include":
-            headers.setdefault(directory, []).append(name)
-    return {d: tuple(sorted(names)) for d, names in sorted(headers.items())}
 
 
 def prepare(include_dir: str, headers: tuple[str, ...], members: Iterable[Member]) -> Prepared:

@@ -46,9 +46,11 @@ __all__ = [
     "CudaSearch",
     "cuda_env",
     "cuda_includes",
+    "cuda_sites",
     "declared_packages",
     "find_cuda_headers",
     "lacking_system_headers",
+    "pypi_manifests",
     "toolkit_package",
     "wheel_cuda_major",
     "with_cuda",
@@ -145,9 +147,7 @@ def find_cuda_headers(env: tuple[tuple[str, str], ...]) -> CudaSearch:
     include/cccl, through a wrapper script too); its version is its headers' ``CUDART_VERSION``."""
     values = dict(env)
     tried: list[str] = []
-    sites = [s for s in values.get(SITE_VAR, "").split(os.pathsep) if s]
-    paths = sysconfig.get_paths()
-    packages = _package_headers(sites or list(dict.fromkeys((paths["purelib"], paths["platlib"]))), tried)
+    packages = _package_headers(cuda_sites(values), tried)
     if values.get("CUDA_HOME"):
         home = values["CUDA_HOME"]
         toolkits = _toolkit(Path(home), f"CUDA_HOME={home}", values, tried)
@@ -157,7 +157,7 @@ def find_cuda_headers(env: tuple[tuple[str, str], ...]) -> CudaSearch:
     toolkits = _toolkit(None, f"nvcc on PATH: {nvcc}", values, tried, nvcc=nvcc) if nvcc else ()
     tried += [] if nvcc else ["no nvcc on PATH"]
     cache, pypi = default_cache_dir(values), list[CudaHeaders]()
-    for manifest in sorted(cache.glob(f"cuda-*/{MANIFEST}")):
+    for manifest in pypi_manifests(values):
         found = (read_manifest(manifest.parent) or {}).get("cuda_home")
         if isinstance(found, str) and not found.startswith("/") and ".." not in found.split("/"):
             pypi += _toolkit(
@@ -166,6 +166,19 @@ def find_cuda_headers(env: tuple[tuple[str, str], ...]) -> CudaSearch:
     tried += [] if pypi else [f"no PyPI toolchain in the wheelwright cache {cache}"]
     pypi.sort(key=lambda t: tuple(int(p) for p in t.version.split(".")), reverse=True)
     return CudaSearch(packages, (*toolkits, *pypi), tuple(tried))
+
+
+def cuda_sites(environ: Mapping[str, str]) -> list[str]:
+    """The folders whose CUDA packages' headers a consumer has: ``WHEELWRIGHT_CUDA_SITE``'s, else this
+    Python's site-packages."""
+    sites = [s for s in environ.get(SITE_VAR, "").split(os.pathsep) if s]
+    paths = sysconfig.get_paths()
+    return sites or list(dict.fromkeys((paths["purelib"], paths["platlib"])))
+
+
+def pypi_manifests(environ: Mapping[str, str]) -> list[Path]:
+    """The manifests of the PyPI toolchains installed in the wheelwright cache."""
+    return sorted(default_cache_dir(environ).glob(f"cuda-*/{MANIFEST}"))
 
 
 def _package_headers(sites: Sequence[str], tried: list[str]) -> tuple[CudaHeaders, ...]:

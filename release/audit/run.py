@@ -14,7 +14,6 @@ The checks themselves are functions ``check(contents, expectation) -> list[Findi
 from __future__ import annotations
 
 import os
-import posixpath
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,6 +34,7 @@ from release.audit import (
     packages,
     standalone,
 )
+from release.audit.cpp_sdk import sdk_dirs
 from release.audit.elf import ElfError, read_elf
 from release.audit.identity import check_identity
 from release.audit.inspect import Inspector
@@ -288,14 +288,9 @@ class _EarlyCpp:
             sdk = cpp_cache.sdk_key(members, self.train, os.environ, pending)
             if sdk is not None and cpp_cache.seen(self.folder, sdk):
                 return
-        names = [m.name for m in members if m.kind == "file"] + list(pending)
-        dirs = {posixpath.dirname(n) for n in names}
-        for include_dir, headers in cpp_consumer.sdk_headers(members).items():
-            parent = posixpath.dirname(include_dir)
+        for include_dir, (headers, _libs) in sdk_dirs(members, pending).items():
             if any(n.startswith(include_dir + "/") for n in pending):
                 continue  # a member under it is still being read
-            if not dirs & {posixpath.join(parent, "lib"), posixpath.join(parent, "lib64")}:
-                continue  # no library beside it: no SDK
             key = (include_dir, headers)
             self.futures[key] = self._pool.submit(cpp_consumer.prepare, include_dir, headers, members)
 
