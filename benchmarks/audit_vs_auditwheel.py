@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _MEASURE = r"""
 import json, resource, subprocess, sys, time
 start = time.perf_counter()
-proc = subprocess.run(sys.argv[1:], capture_output=True)
+proc = subprocess.run(sys.argv[1:], capture_output=True, timeout=600)
 wall = time.perf_counter() - start
 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"rc": proc.returncode, "wall_s": wall, "maxrss_kib": usage.ru_maxrss,
@@ -52,7 +52,13 @@ def measure(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
     os.sync()
     time.sleep(2)
     done = subprocess.run(
-        [sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True, check=True, env=env, cwd=cwd
+        [sys.executable, "-c", _MEASURE, *cmd],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=cwd,
+        timeout=900,
     )
     data: dict[str, Any] = json.loads(done.stdout)
     return data
@@ -83,7 +89,7 @@ def main() -> int:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     # as pip installs a package (and auditwheel here): its bytecode compiled, not compiled again at
     # each start (PYTHONDONTWRITEBYTECODE=1 in the environment would otherwise leave it uncached)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "release")], check=True)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "release")], check=True, timeout=600)
     keys = args.only or list(CORPUS)
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-empty-") as empty:

@@ -57,7 +57,7 @@ def _sdk_wheel(
     src = tmp / "fx.c"
     src.write_text(LIB_C, encoding="utf-8")
     lib = tmp / "libfx.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", lib, src], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", lib, src], check=True, timeout=120)
     info = f"fxsdk-{version}.dist-info"
     metadata = f"Metadata-Version: 2.1\nName: fxsdk\nVersion: {version}\n" + "".join(
         f"Requires-Dist: {r}\n" for r in requires

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -38,8 +40,6 @@ def _wheel(tmp: Path, header: str = HEADER, lib: str = LIB) -> Path:
 def _audit(wheel: Path, cache: Path, *, remember: bool | None = True, train: str | None = None) -> Finding:
     expectation = claim_expectation(variant=None, gpu_archs=None, policy=None, runs_on="8.0")
     if train is not None:
-        from dataclasses import replace
-
         expectation = replace(expectation, train=train)
     result: AuditResult = audit_wheel(wheel, expectation, cache_dir=cache, remember=remember)
     found = [f for f in result.findings if f.check == "cpp_consumer"]
@@ -112,7 +112,8 @@ def test_a_changed_compiler_compiles_again(
     _audit(wheel, cache)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    gxx = subprocess.run(["which", "g++"], capture_output=True, text=True, check=True).stdout.strip()
+    gxx = shutil.which("g++")
+    assert gxx is not None
     (bin_dir / "g++").write_text(f'#!/bin/sh\nexec {gxx} "$@"\n', encoding="utf-8")
     (bin_dir / "g++").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
@@ -163,6 +164,17 @@ def test_only_the_newest_entries_per_sdk_are_kept(tmp_path: Path) -> None:
         assert cpp_cache.store(folder, cpp_cache.Keys("s" * 64, f"{i:064d}"), [ok("cpp_consumer", str(i))])
     assert len(list((folder / ("s" * 64)).glob("*.json"))) == cpp_cache.KEEP
     assert not list((folder / ("s" * 64)).glob(".tmp-*"))
+
+
+def test_an_entry_past_its_size_cap_is_not_read(tmp_path: Path) -> None:
+    key = cpp_cache.Keys("a" * 64, "b" * 64)
+    assert cpp_cache.store(tmp_path, key, [ok("cpp_consumer", "fine")])
+    entry = tmp_path / key.sdk / f"{key.whole}.json"
+    assert cpp_cache.load(tmp_path, key) is not None
+    data = json.loads(entry.read_text(encoding="utf-8"))
+    data["findings"][0]["message"] = "x" * cpp_cache.ENTRY_BYTES  # valid JSON, but past the cap
+    entry.write_text(json.dumps(data), encoding="utf-8")
+    assert cpp_cache.load(tmp_path, key) is None
 
 
 def test_a_wheel_without_an_sdk_has_no_key(tmp_path: Path) -> None:
