@@ -83,7 +83,7 @@ def main() -> int:
     sys.path[:0] = [str(ROOT / "tests")]
     from real_wheels import BY_KEY, CORPUS, fetch
 
-    from release.audit.inflate import INFLATER
+    from release.binary.inflate import INFLATER
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)

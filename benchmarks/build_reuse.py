@@ -29,18 +29,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from release.build.isolated import (  # noqa: E402
+from release.core.machine import default_cache_dir, find_python, host_platform  # noqa: E402
+from release.policy.load import load_policy  # noqa: E402
+from release.policy.matrix import Row, expand  # noqa: E402
+from release.wheelbuild.isolated import (  # noqa: E402
     base_constraints,
     ensure_build_env,
     env_spec,
     read_build_system,
     read_constraints,
 )
-from release.build.run import build_row  # noqa: E402
-from release.build.toolchain import resolve_toolchain  # noqa: E402
-from release.core.machine import default_cache_dir, find_python, host_platform  # noqa: E402
-from release.policy.load import load_policy  # noqa: E402
-from release.policy.matrix import Row, expand  # noqa: E402
+from release.wheelbuild.run import build_row  # noqa: E402
+from release.wheelbuild.toolchain import resolve_toolchain  # noqa: E402
 
 TARGET_RATIO = 0.5
 

@@ -1,4 +1,4 @@
-"""Time release.audit.fatbin.read_fatbins against cuobjdump on one CUDA library.
+"""Time release.binary.fatbin.read_fatbins against cuobjdump on one CUDA library.
 
     .venv/bin/python benchmarks/fatbin_read.py /tmp/torch/lib/libtorch_cuda.so
 
@@ -7,7 +7,7 @@ RSS is that of the measured work alone: for read_fatbins the child's own peak
 (Python included; the bare interpreter's peak is reported next to it), for
 cuobjdump the peak of the cuobjdump process the child ran. The library is read
 once before timing so both sides start from a warm page cache. The two tables
-are compared entry by entry (release.audit.cuobjdump.cross_check rules).
+are compared entry by entry (release.binary.cuobjdump.cross_check rules).
 
 Writes benchmarks/results/fatbin_read.json (or --output).
 """
@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from release.audit.cuobjdump import cross_check, cuobjdump_version, ensure_cuobjdump, find_cuobjdump  # noqa: E402
-from release.audit.fatbin import read_fatbins  # noqa: E402
+from release.binary.cuobjdump import cross_check, cuobjdump_version, ensure_cuobjdump, find_cuobjdump  # noqa: E402
+from release.binary.fatbin import read_fatbins  # noqa: E402
 from release.core import proc  # noqa: E402
 
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "fatbin_read.json"
@@ -44,7 +44,7 @@ print(json.dumps({"peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_ma
 
 OURS = """
 import json, resource, sys, time
-from release.audit.fatbin import read_fatbins
+from release.binary.fatbin import read_fatbins
 t = time.perf_counter()
 fbs = read_fatbins(sys.argv[1])
 seconds = time.perf_counter() - t

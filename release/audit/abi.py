@@ -10,8 +10,8 @@ the audit already extracted, using only auditwheel's public pieces:
 * the wheel's libc and architecture come from its tags through auditwheel's public
   ``auditwheel.wheeltools`` functions;
 * everything read from the ELF files (library resolution against this machine's loader
-  paths, :mod:`release.audit.ldd`; symbol versions, undefined symbols, Python extension entry
-  points and the instruction-set level, :mod:`release.audit.elf`, :mod:`release.audit.elf_symbols`)
+  paths, :mod:`release.binary.ldd`; symbol versions, undefined symbols, Python extension entry
+  points and the instruction-set level, :mod:`release.binary.elf`, :mod:`release.binary.elf_symbols`)
   is wheelwright's own reader: bounded preads and hash-table lookups, each file read at most
   once per analysis, where auditwheel's pyelftools reads whole tables for every policy.
 
@@ -43,11 +43,11 @@ from release.audit.abi_policy import (
     policy_for_tag,
     tag_between,
 )
-from release.audit.elf import ElfError, read_elf
-from release.audit.elf_symbols import STB_WEAK, STT_FUNC, STT_NOTYPE, Symbol, lookup, undefined_symbols
-from release.audit.ldd import Dependency, ElfPlatform, Resolver, Tree, is_superset
 from release.audit.model import AbiReport, Library
 from release.audit.policy_cache import policies_of
+from release.binary.elf import ElfError, read_elf
+from release.binary.elf_symbols import STB_WEAK, STT_FUNC, STT_NOTYPE, Symbol, lookup, undefined_symbols
+from release.binary.ldd import Dependency, ElfPlatform, Resolver, Tree, is_superset
 
 __all__ = ["AUDITWHEEL_PINNED", "analyze_abi"]
 

@@ -15,9 +15,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from release.audit.cpp_tools import LINK, QUIET, Sdk
-from release.audit.elf_core import ElfError
-from release.audit.elf_symbols import lookup
 from release.audit.limits import Ran, first_few, run_limited
+from release.binary.elf_core import ElfError
+from release.binary.elf_symbols import lookup
 from release.core import proc
 
 __all__ = ["c_program", "exported", "link_consumer", "linkage_sentence"]

@@ -21,7 +21,7 @@ device code file):
   ignored the row's list (a detected GPU, a default ``-arch``);
 * arch-specific (``sm_90a``) and family (``sm_100f``) code the claim did not name is
   governed by the policy's ``extra_variants`` (``reject`` fails, ``allow`` notes it);
-* device code embedded as data (:mod:`release.audit.embedded`) cannot be tied to a
+* device code embedded as data (:mod:`release.binary.embedded`) cannot be tied to a
   kernel or a GPU: it fails unless the row allows it (``embedded_device_code``).
 
 LTO-IR entries are link-time input, not code a GPU runs: they are counted in the
@@ -34,9 +34,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from release.audit.fatbin import Fatbinary
 from release.audit.gpus import fatbin_support
 from release.audit.model import Contents, Expectation, Finding, Library, arch_label, fail, label_sort_key, ok
+from release.binary.fatbin import Fatbinary
 from release.policy.archs import Arch, Variant, claim_text, ptx_runs_on, sass_runs_on
 from release.resources.cuda import cuda
 

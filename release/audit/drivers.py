@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from release.audit.fatbin import FatbinEntry
 from release.audit.model import Expectation, Library
+from release.binary.fatbin import FatbinEntry
 from release.resources.cuda import CudaRelease, Gpu, cuda
 
 __all__ = ["Need", "library_cuda_major", "need_for_entry", "need_for_major", "parse_driver"]

@@ -42,9 +42,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from release.audit.drivers import Need, library_cuda_major, need_for_entry, need_for_gpu, need_for_major
-from release.audit.fatbin import Fatbinary
 from release.audit.libraries import HOST_ONLY_HINT
 from release.audit.model import Contents, Expectation, Finding, GpuRow, Library, fail, ok
+from release.binary.fatbin import Fatbinary
 from release.policy.archs import Support, ptx_runs_on, sass_runs_on
 from release.resources.cuda import Gpu, cuda
 

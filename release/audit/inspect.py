@@ -1,9 +1,9 @@
 """Read every ELF file and device code file of an extracted wheel once.
 
 Per host library: headers, dynamic section, device code (executable ``.nv_fatbin`` and
-relocatable ``__nv_relfatbin``, :mod:`release.audit.fatbin`), which of its translation units
-hold kernels (:mod:`release.audit.cubin`), device code embedded as data
-(:mod:`release.audit.embedded`), the ``__cudaRegisterLinkedBinary_*`` functions relocatable
+relocatable ``__nv_relfatbin``, :mod:`release.binary.fatbin`), which of its translation units
+hold kernels (:mod:`release.binary.cubin`), device code embedded as data
+(:mod:`release.binary.embedded`), the ``__cudaRegisterLinkedBinary_*`` functions relocatable
 device code needs, and whether it exports the functions that identify a CUDA driver library
 (:mod:`release.audit.cuda_identity`). Device code shipped as files (``*.cubin``, ``*.fatbin``,
 ``*.ptx``) is read like a library's: a cubin is one SASS entry, a PTX file one PTX entry.
@@ -24,11 +24,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-from release.audit.cubin import PREFIX, DecodeError, cubin_target, is_cubin_header, unit_facts
-from release.audit.elf import ElfError, ElfInfo, read_elf
-from release.audit.elf_symbols import STT_FUNC, lookup, undefined_symbols
-from release.audit.embedded import EmbeddedImage, find_embedded
-from release.audit.fatbin import (
+from release.audit.model import Library, Member, WheelFile, is_library_name
+from release.binary.cubin import PREFIX, DecodeError, cubin_target, is_cubin_header, unit_facts
+from release.binary.elf import ElfError, ElfInfo, read_elf
+from release.binary.elf_symbols import STT_FUNC, lookup, undefined_symbols
+from release.binary.embedded import EmbeddedImage, find_embedded
+from release.binary.fatbin import (
     Fatbinary,
     FatbinEntry,
     FatbinError,
@@ -37,7 +38,6 @@ from release.audit.fatbin import (
     parse_range,
     read_fatbins,
 )
-from release.audit.model import Library, Member, WheelFile, is_library_name
 from release.resources.cuda import cuda
 
 __all__ = ["DEVICE_FILE_SUFFIXES", "inspect_libraries", "inspect_member"]

@@ -21,8 +21,8 @@ from typing import Any
 
 from release.audit.device_code import library_claim
 from release.audit.drivers import need_for_entry
-from release.audit.fatbin import Fatbinary, FatbinEntry
 from release.audit.model import Contents, Library
+from release.binary.fatbin import Fatbinary, FatbinEntry
 from release.policy.archs import claim_text
 from release.resources.cuda import cuda
 

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from release.policy.archs import Arch, Support
 
 if TYPE_CHECKING:  # types only: keeps this module's imports light
-    from release.audit.elf import ElfInfo
-    from release.audit.embedded import EmbeddedImage
-    from release.audit.fatbin import Fatbinary
+    from release.binary.elf import ElfInfo
+    from release.binary.embedded import EmbeddedImage
+    from release.binary.fatbin import Fatbinary
     from release.policy.matrix import Row
     from release.policy.model import CudaPackage, Policy, WheelTags
     from release.resources.cuda import CudaRelease

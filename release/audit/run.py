@@ -35,7 +35,6 @@ from release.audit import (
     standalone,
 )
 from release.audit.cpp_sdk import sdk_dirs
-from release.audit.elf import ElfError, read_elf
 from release.audit.identity import check_identity
 from release.audit.inspect import Inspector
 from release.audit.inventory import inventory
@@ -53,6 +52,7 @@ from release.audit.model import (
     ok,
 )
 from release.audit.wheel import open_wheel
+from release.binary.elf import ElfError, read_elf
 from release.core.errors import InputError, WheelwrightError
 from release.core.machine import default_cache_dir
 
@@ -117,7 +117,7 @@ def expectation_for_wheel(path: str | os.PathLike[str], policy: Policy, rows: Se
 
 def _cross_check_one(lib: Library, tool: Path, version: str) -> Finding:
     """One file against cuobjdump; a cuobjdump failure marks only this file's cross-check unavailable."""
-    from release.audit import cuobjdump
+    from release.binary import cuobjdump
 
     if lib.device_file == "ptx":
         return ok(
@@ -158,7 +158,7 @@ def _cross_check_one(lib: Library, tool: Path, version: str) -> Finding:
 
 def _cross_check(contents: Contents, cache_dir: Path) -> list[Finding]:
     """Every ELF file and device code file, whether or not the reader found device code in it."""
-    from release.audit import cuobjdump
+    from release.binary import cuobjdump
 
     tool = cuobjdump.ensure_cuobjdump(cache_dir)
     version = cuobjdump.cuobjdump_version(tool)

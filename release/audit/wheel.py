@@ -44,7 +44,6 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from release.audit.buildpaths import scanner_for
 from release.audit.entries import aggregate, classify
 from release.audit.identity import dist_info_for, read_record, safe_member_name
-from release.audit.inflate import RAW_METHODS, Crc, member_chunks, zipfile_chunks
 from release.audit.limits import (
     LIMITS,
     Budget,
@@ -57,6 +56,7 @@ from release.audit.limits import (
 )
 from release.audit.model import Member, WheelFile, ZipIssue
 from release.audit.sink import THREAD_BYTES, Sink
+from release.binary.inflate import RAW_METHODS, Crc, member_chunks, zipfile_chunks
 from release.core.errors import InputError, StepFailed
 from release.core.hashing import EarlyHash, sha256_file, take_early
 

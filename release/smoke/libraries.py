@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from release.audit.elf import read_elf
-from release.audit.elf_core import ElfError, is_elf
+from release.binary.elf import read_elf
+from release.binary.elf_core import ElfError, is_elf
 from release.core.errors import InputError
 from release.resources import cuda
 

@@ -24,10 +24,10 @@ from release.audit import hygiene
 from release.audit.inspect import inspect_libraries
 from release.audit.model import Contents, Finding
 from release.audit.wheel import open_wheel
-from release.build.toolchain import pypi_toolchain
 from release.core.machine import default_cache_dir
 from release.policy.load import load_policy
 from release.policy.matrix import expand
+from release.wheelbuild.toolchain import pypi_toolchain
 
 pytestmark = pytest.mark.integration
 

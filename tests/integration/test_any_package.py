@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from helpers_proc import python_m, repo_env
 
-from release.audit.elf import read_elf
+from release.binary.elf import read_elf
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]
 

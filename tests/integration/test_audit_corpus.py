@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 from real_wheels import CORPUS, real_wheel
 
-from release.audit.cuobjdump import ensure_cuobjdump, header_dump, list_device_code
+from release.binary.cuobjdump import ensure_cuobjdump, header_dump, list_device_code
 from release.core.machine import default_cache_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from test_audit_fixtures import CASES, FIXTURES, WHEELS, run_cli
 
-from release.audit.cuobjdump import ensure_cuobjdump
+from release.binary.cuobjdump import ensure_cuobjdump
 from release.core.machine import default_cache_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]

@@ -10,7 +10,7 @@
 * With ``--allow embedded-device-code``, CUPTI (device code only as data) is not told it has none.
 
 Builds with the host nvcc 13.0 and Debian's CUDA 12.4 (scripts/fetch_cuda12_debian.py, cached);
-cuobjdump is the pinned wheel's (release.audit.cuobjdump); CUPTI is pinned in tests/real_wheels.py.
+cuobjdump is the pinned wheel's (release.binary.cuobjdump); CUPTI is pinned in tests/real_wheels.py.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from device_fixtures import RPATH12, Cuda, DeviceBuilder, cuda124
 from make_fixtures import WheelSpec, write_wheel
 
-from release.audit.cubin import cubin_target
-from release.audit.cuobjdump import ensure_cuobjdump
-from release.audit.elf import read_elf
-from release.audit.embedded import find_embedded
+from release.binary.cubin import cubin_target
+from release.binary.cuobjdump import ensure_cuobjdump
+from release.binary.elf import read_elf
+from release.binary.embedded import find_embedded
 from release.core.machine import default_cache_dir
 
 pytestmark = pytest.mark.integration

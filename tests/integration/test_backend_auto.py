@@ -24,8 +24,11 @@ import pytest
 from helpers_proc import assert_process_ends
 from helpers_rows import rows_by_id
 
-from release.build import engine as engine_module
-from release.build.engine import (
+from release.core.errors import ToolError
+from release.core.machine import default_cache_dir, find_python
+from release.policy.matrix import Row
+from release.wheelbuild import engine as engine_module
+from release.wheelbuild.engine import (
     EngineProbe,
     ImageProbe,
     Unnamed,
@@ -34,10 +37,7 @@ from release.build.engine import (
     detect_engine,
     probe_image,
 )
-from release.build.run import build_row
-from release.core.errors import ToolError
-from release.core.machine import default_cache_dir, find_python
-from release.policy.matrix import Row
+from release.wheelbuild.run import build_row
 
 pytestmark = pytest.mark.integration
 

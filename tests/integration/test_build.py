@@ -29,14 +29,14 @@ import pytest
 from helpers_proc import assert_process_ends
 from helpers_rows import rows_by_id
 
-from release.audit.elf import read_elf
-from release.audit.fatbin import all_entries, has_device_code
-from release.build.output import BuiltWheel
-from release.build.run import build_row
+from release.binary.elf import read_elf
+from release.binary.fatbin import all_entries, has_device_code
 from release.core.errors import StepFailed, ToolError
 from release.core.machine import default_cache_dir
 from release.policy.archs import Arch
 from release.policy.matrix import Row
+from release.wheelbuild.output import BuiltWheel
+from release.wheelbuild.run import build_row
 
 pytestmark = pytest.mark.integration
 
@@ -57,7 +57,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _host_has_nvcc_13_0() -> bool:
-    from release.build.toolchain import resolve_toolchain
+    from release.wheelbuild.toolchain import resolve_toolchain
 
     try:
         tc = resolve_toolchain(ROWS["cu130-py312-x86_64"], env=_env(), cache_dir=CACHE, install=False)
@@ -222,7 +222,7 @@ def test_cu132_with_the_pinned_pypi_toolchain(tmp_path: Path) -> None:
 def test_cpu_row_gives_a_cpu_wheel_on_a_machine_with_nvcc(tmp_path: Path) -> None:
     """The variant comes from the row: CUDA_HOME, an arch list, nvcc flags and CUDA include paths
     in the shell change nothing."""
-    from release.build.toolchain import probe_nvcc
+    from release.wheelbuild.toolchain import probe_nvcc
 
     env = _env(
         TORCH_CUDA_ARCH_LIST="8.0;9.0+PTX",
@@ -298,7 +298,7 @@ def test_a_failed_compile_leaves_nothing_in_dist(tmp_path: Path, keep: bool) -> 
 
 def test_a_wheel_of_another_variant_is_refused(tmp_path: Path) -> None:
     """If the project ignored the variant it was given, the wheel never reaches dist/."""
-    from release.build.output import check_wheel_name
+    from release.wheelbuild.output import check_wheel_name
 
     row = ROWS["cpu-py312-x86_64"]
     with pytest.raises(StepFailed, match=r"has \+cu130, the row needs no local label"):
@@ -353,7 +353,7 @@ def test_find_python_skips_a_wrong_python_and_says_what_it_tried(tmp_path: Path)
 
 @needs_host_nvcc
 def test_plan_row_is_the_dry_run_as_a_value(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    from release.build.run import plan_row
+    from release.wheelbuild.run import plan_row
 
     row = ROWS["cu130-py312-x86_64"]
     kwargs: dict[str, Any] = {
@@ -402,8 +402,8 @@ def test_a_hung_repair_is_stopped_naming_the_row_and_keeping_the_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The repair has a limit; the compile (a build) has none."""
-    from release.build import host
-    from release.build.plan import Command
+    from release.wheelbuild import host
+    from release.wheelbuild.plan import Command
 
     assert host.COMMAND_TIMEOUT_S["build"] is None and host.COMMAND_TIMEOUT_S["cibuildwheel"] is None
     assert host.COMMAND_TIMEOUT_S["tools"] == host.REPAIR_TIMEOUT_S

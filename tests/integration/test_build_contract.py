@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from helpers_rows import rows_by_id
 
-from release.audit.elf import read_elf
-from release.build.contract import ContractError, Fix, apply_contract, row_contract
-from release.build.python import ensure_patchelf
+from release.binary.elf import read_elf
 from release.core.machine import default_cache_dir, find_python
+from release.wheelbuild.contract import ContractError, Fix, apply_contract, row_contract
+from release.wheelbuild.python import ensure_patchelf
 
 pytestmark = pytest.mark.integration
 

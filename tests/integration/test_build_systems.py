@@ -23,14 +23,14 @@ from pathlib import Path
 import pytest
 from helpers_rows import rows_by_id
 
-from release.audit.elf import read_elf
-from release.audit.fatbin import all_entries, has_device_code
-from release.build.isolated import read_marker
-from release.build.run import build_row
+from release.binary.elf import read_elf
+from release.binary.fatbin import all_entries, has_device_code
 from release.core.errors import InputError
 from release.core.machine import default_cache_dir
 from release.policy.archs import parse_arch_list
 from release.policy.matrix import Row
+from release.wheelbuild.isolated import read_marker
+from release.wheelbuild.run import build_row
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]
 

@@ -28,11 +28,11 @@ import make_builder_image as mbi
 from fetch_cuda12_debian import parse_deb822_sources, parse_one_line_sources
 
 from builder import recipe as recipes
-from release.build.engine import detect_engine
 from release.core.errors import InputError, ToolError, WheelwrightError
 from release.core.proc import run
 from release.policy.load import load_policy
 from release.policy.matrix import expand
+from release.wheelbuild.engine import detect_engine
 
 pytestmark = pytest.mark.integration
 

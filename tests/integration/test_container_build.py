@@ -33,15 +33,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import make_builder_image as mbi
 
 from builder.recipe import standin_policy_text
-from release.audit.elf import read_elf
-from release.audit.fatbin import all_entries, has_device_code
-from release.build.engine import detect_engine
-from release.build.environment import cibuildwheel_config
-from release.build.run import build_row, plan_row
+from release.binary.elf import read_elf
+from release.binary.fatbin import all_entries, has_device_code
 from release.core.errors import StepFailed
 from release.core.machine import default_cache_dir
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
+from release.wheelbuild.engine import detect_engine
+from release.wheelbuild.environment import cibuildwheel_config
+from release.wheelbuild.run import build_row, plan_row
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]
 

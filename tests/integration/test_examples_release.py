@@ -38,8 +38,8 @@ import pytest
 from helpers_proc import python_m, repo_env
 
 from release import records
-from release.audit.elf import read_elf
-from release.audit.fatbin import all_entries, has_device_code
+from release.binary.elf import read_elf
+from release.binary.fatbin import all_entries, has_device_code
 from release.policy.load import load_policy
 from release.policy.matrix import expand
 
@@ -237,9 +237,9 @@ def _policy_with_constraints(folder: Path, pin: str) -> Path:
 def test_project_build_constraints_reach_the_build_environment(tmp_path: Path) -> None:
     """The plan names the policy's constraints file after wheelwright's; a pin there that no
     index can satisfy stops the build naming the requirement, the pin and the file."""
-    from release.build.run import build_row, plan_row
     from release.core.errors import InputError
     from release.core.machine import default_cache_dir
+    from release.wheelbuild.run import build_row, plan_row
 
     policy = _policy_with_constraints(tmp_path, "scikit-build-core==1.1.2")
     row = {r.id: r for r in expand(load_policy(policy))}["cpu-py312-x86_64"]

@@ -37,12 +37,12 @@ from typing import Any
 
 import pytest
 
-from release.audit.elf import read_elf
-from release.audit.fatbin import all_entries, has_device_code
-from release.build import isolated
+from release.binary.elf import read_elf
+from release.binary.fatbin import all_entries, has_device_code
 from release.core.machine import default_cache_dir, find_python
 from release.policy.load import load_policy
 from release.policy.matrix import expand
+from release.wheelbuild import isolated
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from real_wheels import PINS, Pin, real_wheel
 
-from release.audit.cuobjdump import (
+from release.binary.cuobjdump import (
     cross_check,
     ensure_cuobjdump,
     expected_listing,
@@ -33,8 +33,8 @@ from release.audit.cuobjdump import (
     list_device_code,
     parse_listing,
 )
-from release.audit.elf import ElfError, is_elf, read_elf
-from release.audit.fatbin import FatbinError, all_entries, has_device_code, read_fatbins
+from release.binary.elf import ElfError, is_elf, read_elf
+from release.binary.fatbin import FatbinError, all_entries, has_device_code, read_fatbins
 from release.core import proc
 from release.core.errors import InputError, ToolError
 from release.core.machine import default_cache_dir
@@ -501,7 +501,7 @@ def test_header_only_read_is_small(tmp_path: Path) -> None:
     lib = _largest_device_library(tmp_path)
     code = (
         "import resource, sys\n"
-        "from release.audit.fatbin import read_fatbins\n"
+        "from release.binary.fatbin import read_fatbins\n"
         "fbs = read_fatbins(sys.argv[1])\n"
         "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "print(rss, sum(len(f.entries) for f in fbs))\n"

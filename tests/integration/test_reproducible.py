@@ -36,8 +36,8 @@ from pathlib import Path
 import pytest
 from helpers_rows import rows_by_id
 
-from release.build.run import build_row
 from release.core.machine import default_cache_dir
+from release.wheelbuild.run import build_row
 
 pytestmark = pytest.mark.integration
 

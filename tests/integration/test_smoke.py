@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from release import records
-from release.build.run import build_row
 from release.core.machine import default_cache_dir, find_python
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
@@ -26,6 +25,7 @@ from release.smoke.probe import PROBE_FILE, crash_report, with_tracebacks
 from release.smoke.resolve import resolved_wheel
 from release.smoke.run import smoke_wheel, write_record
 from release.smoke.wheelhouse import STAMP, download_args, wheelhouse_for
+from release.wheelbuild.run import build_row
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration, pytest.mark.network]  # the runtime wheel comes from the default index

@@ -20,7 +20,10 @@ from pathlib import Path
 import pytest
 from helpers_rows import rows_by_id
 
-from release.build.toolchain import (
+from release.core.errors import ToolError
+from release.core.nvcc import MANIFEST
+from release.policy.trains import pypi_nvcc_version
+from release.wheelbuild.toolchain import (
     find_cudart,
     missing_toolchain_message,
     parse_nvcc_version,
@@ -29,9 +32,6 @@ from release.build.toolchain import (
     resolve_toolchain,
     version_matches,
 )
-from release.core.errors import ToolError
-from release.core.nvcc import MANIFEST
-from release.policy.trains import pypi_nvcc_version
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,6 @@ from helpers_proc import python_m
 from helpers_repo import commit_all, copy_example
 from helpers_rows import rows_by_id
 
-from release.build.run import build_row
 from release.core.machine import default_cache_dir, find_python, host_platform
 from release.policy.matrix import Row
 from release.publish.local_index import local_index
@@ -29,6 +28,7 @@ from release.smoke.resolve import (
     picked,
     resolution_problem,
 )
+from release.wheelbuild.run import build_row
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = host_platform()

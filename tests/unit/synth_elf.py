@@ -5,9 +5,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from release.audit.elf import DT_NEEDED, DT_NULL, DT_RPATH, DT_RUNPATH, DT_SONAME, DT_STRSZ, DT_STRTAB
-from release.audit.elf_core import SHT_DYNAMIC, SHT_NOBITS, SHT_STRTAB
-from release.audit.fatbin import FATBIN_MAGIC
+from release.binary.elf import DT_NEEDED, DT_NULL, DT_RPATH, DT_RUNPATH, DT_SONAME, DT_STRSZ, DT_STRTAB
+from release.binary.elf_core import SHT_DYNAMIC, SHT_NOBITS, SHT_STRTAB
+from release.binary.fatbin import FATBIN_MAGIC
 
 __all__ = [
     "DT_NEEDED",

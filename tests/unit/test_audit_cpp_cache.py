@@ -187,17 +187,20 @@ def test_a_wheel_without_an_sdk_has_no_key(tmp_path: Path) -> None:
 
 def test_the_key_covers_the_checks_code_and_the_cuda_tables(tmp_path: Path) -> None:
     """A finding of other code, or of other CUDA header tables, is never read back."""
-    names = {p.name for p in cpp_cache.code_files()}
-    assert {"cpp_consumer.py", "cpp_tools.py", "cpp_link.py", "cpp_headers.py", "cpp_cuda.py"} <= names
-    assert {"cuda.toml", "cuda_headers.py", "limits.py", "elf_symbols.py"} <= names
+    names = {f"{p.parent.name}/{p.name}" for p in cpp_cache.code_files()}
+    assert {"audit/cpp_consumer.py", "audit/cpp_tools.py", "audit/cpp_link.py"} <= names
+    assert {"resources/cuda.toml", "resources/cuda_headers.py", "binary/elf_symbols.py"} <= names
+    # the modules that choose the CUDA headers the SDK compiles with (missing from the old list)
+    assert {"audit/packages.py", "audit/standalone.py", "core/nvcc.py"} <= names
     copies = []
     for path in cpp_cache.code_files():
-        copy = tmp_path / path.name
+        copy = tmp_path / path.parent.name / path.name
+        copy.parent.mkdir(exist_ok=True)
         copy.write_bytes(path.read_bytes())
         copies.append(copy)
     before = cpp_cache.digest_files(copies, "1")
     assert cpp_cache.digest_files(copies, "1") == before
-    toml = tmp_path / "cuda.toml"
+    toml = tmp_path / "resources" / "cuda.toml"
     toml.write_bytes(toml.read_bytes() + b"\n# one more line\n")
     assert cpp_cache.digest_files(copies, "1") != before
     assert cpp_cache.digest_files(copies, "2") != cpp_cache.digest_files(copies, "1")

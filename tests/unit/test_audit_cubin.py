@@ -1,4 +1,4 @@
-"""release.audit.cubin: decompressing entries (LZ4 here, zstd through libzstd) and telling kernels apart."""
+"""release.binary.cubin: decompressing entries (LZ4 here, zstd through libzstd) and telling kernels apart."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from synth_elf import SHT_PROGBITS, build_elf, fatbinary
 
-from release.audit.cubin import DecodeError, cubin_target, lz4_block, unit_facts, zstd_available
-from release.audit.fatbin import read_fatbins
+from release.binary.cubin import DecodeError, cubin_target, lz4_block, unit_facts, zstd_available
+from release.binary.fatbin import read_fatbins
 
 CUBIN_WITH_KERNEL = (
     b"\x7fELF" + b"\0" * 60 + b"\0.shstrtab\0.strtab\0.symtab\0.nv.info\0.text._Z6kernelPf\0"

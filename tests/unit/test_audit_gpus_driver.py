@@ -9,8 +9,8 @@ from audit_helpers import contents, cuda, elf, entry, fatbin, lib
 from release.audit import device_code, gpus
 from release.audit.claim import apply_options
 from release.audit.drivers import library_cuda_major, need_for_entry
-from release.audit.fatbin import Fatbinary, FatbinEntry
 from release.audit.model import Expectation, Finding, Library
+from release.binary.fatbin import Fatbinary, FatbinEntry
 from release.policy.archs import parse_claim_list
 
 

@@ -10,11 +10,11 @@ import struct
 from dataclasses import replace
 from pathlib import Path
 
-from release.audit.elf import read_elf
-from release.audit.embedded import _mapped, _scan, find_embedded
 from release.audit.inspect import Inspector, inspect_member, scan_embedded, with_embedded
 from release.audit.model import Library
 from release.audit.wheel import open_wheel
+from release.binary.elf import read_elf
+from release.binary.embedded import _mapped, _scan, find_embedded
 
 WHEELS = Path(__file__).resolve().parents[1] / "fixtures" / "wheels"
 EMBEDDED = WHEELS / "fx_embedded-1.0.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from release.audit import inflate
 from release.audit.wheel import open_wheel
+from release.binary import inflate
 
 NAME = "pkg-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
 INFLATERS = ["zlib", "isal.isal_zlib"]

@@ -19,10 +19,10 @@ from audit_helpers import contents, cuda, fatbin, lib
 
 from release.audit import device_code, gpus, libraries
 from release.audit.claim import apply_options
-from release.audit.cubin import cubin_target, header_target
-from release.audit.embedded import EmbeddedImage
-from release.audit.fatbin import Fatbinary, FatbinEntry
 from release.audit.model import Expectation, Finding, Library
+from release.binary.cubin import cubin_target, header_target
+from release.binary.embedded import EmbeddedImage
+from release.binary.fatbin import Fatbinary, FatbinEntry
 from release.policy.archs import parse_claim_list
 
 ROW = "cu130-py312-x86_64"

@@ -398,7 +398,7 @@ def test_an_empty_runpath_element_is_the_working_directory(tmp_path: Path, gcc: 
 
 def test_a_wholly_empty_search_path_names_nothing() -> None:
     """An empty DT_RUNPATH string loads nothing from the working directory (glibc): no entry."""
-    from release.audit.elf import _split_paths
+    from release.binary.elf import _split_paths
 
     assert _split_paths([""]) == ()
     assert _split_paths([":"]) == ("", "")

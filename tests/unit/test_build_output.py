@@ -14,7 +14,7 @@ import pytest
 from helpers_rows import rows_by_id
 
 from release import records
-from release.build.output import move_into_dist, record_data
+from release.wheelbuild.output import move_into_dist, record_data
 
 ROWS = rows_by_id()
 ROW = ROWS["cu130-py312-x86_64"]

@@ -22,7 +22,14 @@ import pytest
 from cibuildwheel.options import BuildOptions, CommandLineArguments, compute_options
 from helpers_proc import python_m
 
-from release.build.environment import (
+from release.core.errors import InputError
+from release.core.machine import PythonInfo
+from release.policy.archs import nvcc_gencode_flags
+from release.policy.load import load_policy
+from release.policy.matrix import CPU_IMAGE, Row, expand
+from release.resources import cuda
+from release.resources.cuda import is_cuda_library
+from release.wheelbuild.environment import (
     CPU_CMAKE_ARGS,
     CUDA_ENV_VARS,
     BuildEnv,
@@ -36,7 +43,7 @@ from release.build.environment import (
     env_prefix,
     hide_cuda,
 )
-from release.build.isolated import (
+from release.wheelbuild.isolated import (
     DEFAULT_REQUIRES,
     Constraints,
     base_constraints,
@@ -50,16 +57,9 @@ from release.build.isolated import (
     unpinned,
     unresolvable_message,
 )
-from release.build.plan import Backend, BuildPlan, build_plan
-from release.build.repair import repair_argv, repair_excludes
-from release.build.toolchain import Toolchain
-from release.core.errors import InputError
-from release.core.machine import PythonInfo
-from release.policy.archs import nvcc_gencode_flags
-from release.policy.load import load_policy
-from release.policy.matrix import CPU_IMAGE, Row, expand
-from release.resources import cuda
-from release.resources.cuda import is_cuda_library
+from release.wheelbuild.plan import Backend, BuildPlan, build_plan
+from release.wheelbuild.repair import repair_argv, repair_excludes
+from release.wheelbuild.toolchain import Toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS: tuple[Row, ...] = expand(load_policy(ROOT / "rows.toml"))

@@ -1,4 +1,4 @@
-"""The CUDA repair's decisions (release/build/contract.py) and the deterministic wheel writer,
+"""The CUDA repair's decisions (release/wheelbuild/contract.py) and the deterministic wheel writer,
 as pure functions over facts: each rule shown passing and failing."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from helpers_rows import rows_by_id
 
-from release.build.contract import (
+from release.core.errors import InputError
+from release.policy.model import Dependency
+from release.wheelbuild.contract import (
     ContractError,
     Library,
     RowContract,
@@ -22,7 +24,7 @@ from release.build.contract import (
     required_entry,
     row_contract,
 )
-from release.build.wheelfile import (
+from release.wheelbuild.wheelfile import (
     epoch_date,
     install_path,
     member_order,
@@ -31,8 +33,6 @@ from release.build.wheelfile import (
     record_text,
     rewrite,
 )
-from release.core.errors import InputError
-from release.policy.model import Dependency
 
 ROWS = rows_by_id()
 CU130 = row_contract(ROWS["cu130-py312-x86_64"])

@@ -21,9 +21,9 @@ TABLE = ROOT / "release" / "resources" / "cuda.toml"
 # smoke test load", "the driver libcuda.so.1 the probe opens"); every other name is a list entry.
 NAMED_IN_CODE = {"libcudart", "libcuda"}
 # Prose that names one library, not a list: the CUDA 12 nvcc wheels' contents (toolchain's message).
-PROSE = {("release/build/toolchain.py", "libnvvm")}
+PROSE = {("release/wheelbuild/toolchain.py", "libnvvm")}
 # The one [headers] entry the code reasons about by name: cuda.h carries the driver API's CUDA_VERSION
-# (release/audit/cpp_cuda.py reads the version from it, release/build/host.py probes a toolkit by it).
+# (release/audit/cpp_cuda.py reads the version from it, release/wheelbuild/host.py probes a toolkit by it).
 HEADERS_NAMED_IN_CODE = {"cuda.h"}
 
 

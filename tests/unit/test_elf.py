@@ -1,4 +1,4 @@
-"""release.audit.elf on synthetic ELF files built byte by byte (and one real one)."""
+"""release.binary.elf on synthetic ELF files built byte by byte (and one real one)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from synth_elf import (
     build_elf,
 )
 
-from release.audit.elf import ElfError, Section, is_elf, iter_section, open_section, read_elf, section_bytes
+from release.binary.elf import ElfError, Section, is_elf, iter_section, open_section, read_elf, section_bytes
 from release.core.errors import InputError
 
 DYNAMIC = [
@@ -261,8 +261,8 @@ def test_reads_a_real_elf_file() -> None:
 
 def test_symbol_versions_lookups_and_resolution_on_real_files() -> None:
     """The interpreter running the tests and the libc it loads: real files, read as the loader does."""
-    from release.audit.elf_symbols import STT_FUNC, lookup, undefined_symbols
-    from release.audit.ldd import Resolver, platform_of
+    from release.binary.elf_symbols import STT_FUNC, lookup, undefined_symbols
+    from release.binary.ldd import Resolver, platform_of
 
     exe = Path(sys.executable).resolve()
     info = read_elf(exe)

@@ -1,4 +1,4 @@
-"""release.audit.fatbin on synthetic .nv_fatbin sections built byte by byte."""
+"""release.binary.fatbin on synthetic .nv_fatbin sections built byte by byte."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from synth_elf import SHT_NOBITS, SHT_PROGBITS, build_elf, fatbin_entry, fatbinary
 
-from release.audit.elf import ElfError
-from release.audit.fatbin import (
+from release.binary.elf import ElfError
+from release.binary.fatbin import (
     Fatbinary,
     FatbinEntry,
     FatbinError,

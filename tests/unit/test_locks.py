@@ -20,7 +20,11 @@ from typing import Any
 
 import pytest
 
-from release.build.isolated import (
+from release.core.locks import exclusive, install_once, lock_file
+from release.core.machine import PythonInfo
+from release.smoke import resolve
+from release.smoke.wheelhouse import fill, wheelhouse_for
+from release.wheelbuild.isolated import (
     MARKER,
     MARKER_VERSION,
     Constraints,
@@ -30,10 +34,6 @@ from release.build.isolated import (
     parse_build_system,
     parse_constraints,
 )
-from release.core.locks import exclusive, install_once, lock_file
-from release.core.machine import PythonInfo
-from release.smoke import resolve
-from release.smoke.wheelhouse import fill, wheelhouse_for
 
 BLOCKED_S = 0.3  # long enough for a caller that does not wait to have gone on
 

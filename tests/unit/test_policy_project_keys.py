@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from release.build.contract import channels_for
 from release.core.errors import InputError, PolicyError, SelectionError
 from release.policy.load import load_policy, parse_policy
 from release.policy.matrix import Row, expand, select
 from release.policy.model import Policy
 from release.policy.versions import python_tag_matches
 from release.records import row_for_wheel, row_matches_wheel
+from release.wheelbuild.contract import channels_for
 
 ROOT = Path(__file__).resolve().parents[2]
 LAZY = ROOT / "examples" / "lazysaxpy" / "rows.toml"

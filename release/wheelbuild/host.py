@@ -4,13 +4,13 @@
    for every build of the project's rows of one variant, under a lock. nvcc names a source's
    anonymous namespaces after its absolute path, so a random build folder would make every
    build's device code differ;
-2. the isolated build environment (:mod:`release.build.isolated`) runs the project's own
-   backend through :mod:`release.build.frontend`; when the backend asks for more than its
+2. the isolated build environment (:mod:`release.wheelbuild.isolated`) runs the project's own
+   backend through :mod:`release.wheelbuild.frontend`; when the backend asks for more than its
    ``[build-system].requires``, an environment that also holds that is made and used;
 3. a CPU row's environment has no CUDA in it: no toolkit ``bin`` on PATH (a folder that only
    holds an nvcc wrapper is mirrored without it), no CUDA include or library path;
 4. the shared repair command, then the row's contract, the name check and dist/
-   (:func:`release.build.output.finish_wheel`).
+   (:func:`release.wheelbuild.output.finish_wheel`).
 """
 
 from __future__ import annotations
@@ -26,20 +26,6 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from release.build.environment import (
-    CUDA_SEARCH_PATHS,
-    CUDA_TOOLS,
-    PathFacts,
-    apply_hidden,
-    build_env_changes,
-    hide_cuda,
-)
-from release.build.frontend import MISSING_EXIT, MISSING_PREFIX
-from release.build.isolated import BuildSystem, EnvSpec, ensure_build_env, env_spec
-from release.build.job import RowJob
-from release.build.output import finish_wheel
-from release.build.plan import BuildPlan, Command
-from release.build.toolchain import Toolchain
 from release.core import proc
 from release.core.errors import StepFailed
 from release.core.locks import exclusive
@@ -47,6 +33,20 @@ from release.core.log import detail, say
 from release.core.machine import PythonInfo
 from release.core.pip import NO_PIP_CONFIG
 from release.policy.matrix import Row
+from release.wheelbuild.environment import (
+    CUDA_SEARCH_PATHS,
+    CUDA_TOOLS,
+    PathFacts,
+    apply_hidden,
+    build_env_changes,
+    hide_cuda,
+)
+from release.wheelbuild.frontend import MISSING_EXIT, MISSING_PREFIX
+from release.wheelbuild.isolated import BuildSystem, EnvSpec, ensure_build_env, env_spec
+from release.wheelbuild.job import RowJob
+from release.wheelbuild.output import finish_wheel
+from release.wheelbuild.plan import BuildPlan, Command
+from release.wheelbuild.toolchain import Toolchain
 
 _COPY_IGNORE_TOP = frozenset({"build", "dist", ".git", ".nox", ".venv", ".tox", "wheelhouse"})
 _KERNEL_CACHE_RE = re.compile(r"kernel cache (hit|miss)\b")

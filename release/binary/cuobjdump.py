@@ -1,6 +1,6 @@
 """Cross-check mode: list device code with NVIDIA's ``cuobjdump``.
 
-The audit reads device code with :mod:`release.audit.fatbin`; this module runs
+The audit reads device code with :mod:`release.binary.fatbin`; this module runs
 ``cuobjdump`` on the same file so the two can be compared entry by entry.
 
 cuobjdump quirks handled here (cuobjdump 13.2.86, ``nvidia-cuda-cuobjdump``):
@@ -10,7 +10,7 @@ cuobjdump quirks handled here (cuobjdump 13.2.86, ``nvidia-cuda-cuobjdump``):
   would be read as an option);
 * exit 255 with ``does not contain device code`` for a file without device code,
   but also for a text file or a *truncated* ELF file: the exit code is never
-  how "has device code" is decided (that is :func:`release.audit.fatbin.has_device_code`);
+  how "has device code" is decided (that is :func:`release.binary.fatbin.has_device_code`);
 * exit 1 with ``fatal`` for a missing or unreadable file, an empty file, an
   unknown option;
 * exit 0 with nothing on stdout and an info line ``No ELF file found`` /
@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from release.audit.elf import read_elf
-from release.audit.fatbin import FatbinEntry, read_fatbins
+from release.binary.elf import read_elf
+from release.binary.fatbin import FatbinEntry, read_fatbins
 from release.core import proc
 from release.core.errors import InputError, StepFailed, ToolError
 

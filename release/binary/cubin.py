@@ -1,6 +1,6 @@
 """Look inside device code entries: decompress the start of an entry, tell whether a unit holds kernels.
 
-A fatbinary's entry headers say which GPUs it targets (:mod:`release.audit.fatbin`), not whether
+A fatbinary's entry headers say which GPUs it targets (:mod:`release.binary.fatbin`), not whether
 it holds any kernel: nvcc's link step adds a fatbinary of its own to every binary it links (SASS
 for the link's targets, no PTX, no kernel), and a ``.cu`` file with only host code or device
 globals still gets one. Those units run nothing, so the GPU table must not count them. This
@@ -43,7 +43,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from release.audit.fatbin import Fatbinary, FatbinEntry
+from release.binary.fatbin import Fatbinary, FatbinEntry
 
 __all__ = [
     "MAX_ENTRY",

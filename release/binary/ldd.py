@@ -6,7 +6,7 @@ environment's ``LD_LIBRARY_PATH``, the first file's RUNPATH, ``/etc/ld.so.conf``
 trusted directories, the interpreter's directory), ``$ORIGIN`` expansion, the excluded
 sonames, libpython left unresolved, and a found library accepted only when its ELF
 class, byte order, machine and OS ABI match. Nothing is executed; every file is read with
-:func:`release.audit.elf.read_elf` (bounded preads), once per analysis (:class:`Resolver`).
+:func:`release.binary.elf.read_elf` (bounded preads), once per analysis (:class:`Resolver`).
 
 Also here: each file's platform as auditwheel names it (``x86_64``, with the x86-64-v2/v3/v4
 level its GNU property note requires, or an error for an unknown machine or a soft-float ARM).
@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from release.audit.elf import ElfError, ElfInfo, read_elf
+from release.binary.elf import ElfError, ElfInfo, read_elf
 
 __all__ = ["Dependency", "ElfPlatform", "Resolver", "Tree", "platform_of"]
 

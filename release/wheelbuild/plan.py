@@ -2,10 +2,10 @@
 (``--dry-run``, ``BuildPlan.to_json``). Pure: no os.environ, no files, no processes.
 
 The host plan runs the project's build backend in an isolated build environment made from
-its own ``[build-system]`` (:mod:`release.build.isolated`) through
-:mod:`release.build.frontend`, in the row's build environment
-(:mod:`release.build.environment`), from the project's stable source folder, then the one
-repair argv both backends share, then the row's contract (:mod:`release.build.contract`).
+its own ``[build-system]`` (:mod:`release.wheelbuild.isolated`) through
+:mod:`release.wheelbuild.frontend`, in the row's build environment
+(:mod:`release.wheelbuild.environment`), from the project's stable source folder, then the one
+repair argv both backends share, then the row's contract (:mod:`release.wheelbuild.contract`).
 The container plan is cibuildwheel with the row's options, then the same contract.
 """
 
@@ -17,16 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from release.build.environment import (
+from release.policy.matrix import Row
+from release.wheelbuild.environment import (
     BuildEnv,
     arch_routes,
     build_env_changes,
     cibuildwheel_config,
     container_env_changes,
 )
-from release.build.repair import repair_argv
-from release.build.toolchain import Toolchain
-from release.policy.matrix import Row
+from release.wheelbuild.repair import repair_argv
+from release.wheelbuild.toolchain import Toolchain
 
 Backend = Literal["host", "container"]
 
@@ -86,7 +86,7 @@ class BuildPlan:
             out.append(f"    # {c.what} ({c.env} environment)")
             out.append(f"    {shlex.join(c.argv)}")
         if self.contract:
-            out.append("  then the row's contract (release/build/contract.py), on the host:")
+            out.append("  then the row's contract (release/wheelbuild/contract.py), on the host:")
             out += [f"    - {c}" for c in self.contract]
         out.append("  on success:")
         out += [f"    - {f}" for f in self.finish]

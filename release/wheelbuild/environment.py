@@ -45,10 +45,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from release.build.repair import repair_argv
-from release.build.toolchain import Toolchain
 from release.policy.archs import nvcc_gencode_flags
 from release.policy.matrix import CPU_IMAGE, Row
+from release.wheelbuild.repair import repair_argv
+from release.wheelbuild.toolchain import Toolchain
 
 # Where the builder images keep their toolkit, and where kernels are reused inside
 # one container (one cibuildwheel run keeps its container across identifiers).

@@ -7,7 +7,7 @@
 * :func:`undefined_symbols` lists the symbols the file needs from elsewhere, reading
   the table in bounded chunks and decoding only the undefined entries' names.
 
-Errors are :class:`~release.audit.elf_core.ElfError` (bad input), naming file and fault.
+Errors are :class:`~release.binary.elf_core.ElfError` (bad input), naming file and fault.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from release.audit.elf_core import (
+from release.binary.elf_core import (
     SHN_UNDEF,
     SHT_DYNSYM,
     SHT_GNU_HASH,

@@ -1,4 +1,4 @@
-"""The bounded reading underneath :mod:`release.audit.elf`: a file read with preads, the ELF
+"""The bounded reading underneath :mod:`release.binary.elf`: a file read with preads, the ELF
 header, the section table and string tables.
 
 Every read is a bounded ``pread`` of the bytes asked for; anything outside the file

@@ -46,8 +46,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from release.audit.elf import SHT_NOBITS, ElfError, ElfInfo, SectionReader, read_elf
-from release.audit.elf_core import ElfFile
+from release.binary.elf import SHT_NOBITS, ElfError, ElfInfo, SectionReader, read_elf
+from release.binary.elf_core import ElfFile
 from release.core.errors import InputError
 
 FATBIN_SECTION = ".nv_fatbin"

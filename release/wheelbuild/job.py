@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from release.build.contract import RowContract
 from release.policy.matrix import Row
+from release.wheelbuild.contract import RowContract
 
 
 @dataclasses.dataclass(frozen=True)

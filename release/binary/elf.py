@@ -3,8 +3,8 @@
 Pure Python (``struct`` and ``os.pread``), ELF32 and ELF64, little and big
 endian. It never loads a whole file: every read is a bounded ``pread`` of the
 bytes it needs, so a 500 MB ``libtorch_cuda.so`` costs a few kilobytes of I/O.
-The bounded file, header and table reading live in :mod:`release.audit.elf_core`;
-the dynamic symbol table (lookups, undefined symbols) in :mod:`release.audit.elf_symbols`.
+The bounded file, header and table reading live in :mod:`release.binary.elf_core`;
+the dynamic symbol table (lookups, undefined symbols) in :mod:`release.binary.elf_symbols`.
 
 Everything that is wrong with a file (not ELF, truncated, a table or section
 outside the file, a string outside its table) raises :class:`ElfError`, an
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from release.audit.elf_core import (
+from release.binary.elf_core import (
     ELF_MAGIC,
     MAX_STRING,
     PT_DYNAMIC,

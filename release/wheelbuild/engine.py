@@ -24,10 +24,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from release.build.plan import Backend
 from release.core import log, proc
 from release.core.errors import StepFailed, ToolError
 from release.policy.matrix import CPU_IMAGE, Row
+from release.wheelbuild.plan import Backend
 
 BackendChoice = Literal["auto", "host", "container"]
 ENGINES: tuple[str, ...] = ("docker", "podman")
