@@ -33,6 +33,7 @@ from release.core.log import detail, say
 from release.core.machine import PythonInfo
 from release.core.pip import NO_PIP_CONFIG
 from release.policy.matrix import Row
+from release.wheelbuild.cross import CrossTarget, cross_env
 from release.wheelbuild.environment import (
     CUDA_SEARCH_PATHS,
     CUDA_TOOLS,
@@ -65,6 +66,7 @@ class HostJob(RowJob):
     env: EnvSpec
     src_dir: Path
     epoch: str | None
+    cross: CrossTarget | None = None  # another CPU arch's row, cross-compiled (release.wheelbuild.cross)
 
 
 def source_dir(cache_dir: Path, project_name: str, variant: str) -> Path:
@@ -150,6 +152,8 @@ def build_environment(job: HostJob, work: Path) -> dict[str, str]:
     env["PATH"] = os.pathsep.join([str(job.env.bin_dir), env.get("PATH", "")]).rstrip(os.pathsep)
     env.pop("PYTHONPATH", None)
     env.pop("PYTHONHOME", None)
+    if job.cross is not None:
+        env.update(cross_env(job.cross))
     return env
 
 

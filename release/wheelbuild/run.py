@@ -52,6 +52,7 @@ from release.policy.load import load_policy
 from release.policy.matrix import Row
 from release.policy.model import Policy
 from release.wheelbuild.contract import row_contract
+from release.wheelbuild.cross import cross_note, cross_problem, needs_cross, prepare_cross, runtime_pin
 from release.wheelbuild.engine import BackendChoice, decide_backend
 from release.wheelbuild.host import HostJob, build_host, one_wheel, source_dir
 from release.wheelbuild.isolated import (
@@ -181,11 +182,14 @@ def _setup(
     if decision.backend == "container":
         return dataclasses.replace(setup, backend="container", engine=decision.engine, notes=notes)
 
-    if row.platform != host_platform():
-        raise ToolError(
-            f"row {row.id} is for {row.platform} and this machine is {host_platform()}: build it on "
-            f"a {row.platform} machine, or with --backend container where an engine (and QEMU) works"
-        )
+    if needs_cross(row):
+        problem = cross_problem(row, base)
+        if problem is not None:
+            raise ToolError(
+                f"row {row.id} is for {row.platform} and this machine is {host_platform()}: {problem}; or build "
+                f"it on a {row.platform} machine, or with --backend container where an engine (and QEMU) works"
+            )
+        notes = (*notes, cross_note(row))
     toolchain = resolve_toolchain(row, env=base, cache_dir=cache_dir, install=install)
     python = find_python(row.python, env=base)
     system = read_build_system(project_dir)
@@ -193,6 +197,15 @@ def _setup(
     prepare: list[str] = []
     if toolchain is not None and not toolchain.installed:
         prepare.append(f"install {', '.join(row.pypi_toolchain)} into {toolchain.cuda_home.parent.parent}")
+    if needs_cross(row):
+        prepare.append(
+            f"write the {row.platform} sysconfig data for Python {python.version} (once, in the cache)"
+        )
+        if toolchain is not None:
+            prepare.append(
+                f"lay a {row.platform} CUDA_HOME over {toolchain.cuda_home} with {runtime_pin(row)} for "
+                f"{row.platform} (once, in the cache)"
+            )
     prepare.append(
         f"{'reuse' if env_ready(spec) else 'create'} the isolated build environment {spec.folder}: "
         f"{', '.join(system.requires)} from {system.source}, and build (the frontend); constraints "
@@ -227,7 +240,11 @@ def _plan(s: _Setup, work: Path) -> BuildPlan:
         build_python=None if s.env is None else s.env.interpreter,
         frontend=FRONTEND,
         src_dir=source_dir(s.cache_dir, s.project_name, s.row.variant),
-        auditwheel=(sys.executable, "-m", "auditwheel"),
+        auditwheel=(
+            (sys.executable, "-m", "release.wheelbuild.auditwheel_as", s.row.platform)
+            if needs_cross(s.row)
+            else (sys.executable, "-m", "auditwheel")
+        ),
         cibuildwheel=(sys.executable, "-m", "cibuildwheel"),
         engine=s.engine,
         prepare=s.prepare,
@@ -264,6 +281,12 @@ def build_row(row: Row, *, dry_run: bool = False, **options: Unpack[BuildOptions
             return [_build_container(s, _plan(s, work), work, patchelf)]
     assert s.python is not None and s.env is not None and s.system is not None
     ensure_build_env(s.env, s.system, env=s.base, row_id=row.id)
+    cross = None
+    if needs_cross(row):
+        cross, toolchain = prepare_cross(row, s.python, s.toolchain, s.cache_dir, s.base)
+        s = dataclasses.replace(s, toolchain=toolchain)
+        say(row.id, cross.describe())
+    assert s.python is not None and s.env is not None and s.system is not None
     job = HostJob(
         **s.row_job(),
         toolchain=s.toolchain,
@@ -272,6 +295,7 @@ def build_row(row: Row, *, dry_run: bool = False, **options: Unpack[BuildOptions
         env=s.env,
         src_dir=source_dir(s.cache_dir, s.project_name, row.variant),
         epoch=source_date_epoch(s.project_dir, s.base),
+        cross=cross,
     )
     with _work_dir(row, s.base) as work:
         wheel = build_host(job, _plan(s, work), work, patchelf)

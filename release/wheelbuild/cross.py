@@ -1,0 +1,329 @@
+"""Cross-compiling a row for another CPU architecture on the host backend (aarch64 on x86_64).
+
+A row of another arch builds here with the same plan, the same frontend, the same repair and
+the same contract as a native build; only the compilers and what describes the target change:
+
+- ``CC``/``CXX``/``LDSHARED``/``CUDAHOSTCXX``/``NVCC_CCBIN``: Debian's cross compilers
+  (``aarch64-linux-gnu-gcc``/``-g++``, package ``g++-aarch64-linux-gnu``);
+- ``_PYTHON_HOST_PLATFORM`` (``linux-aarch64``, the wheel's platform tag) and
+  ``_PYTHON_SYSCONFIGDATA_NAME`` naming a sysconfig data module written for the target from the
+  row's own CPython's (``EXT_SUFFIX`` ``.cpython-312-aarch64-linux-gnu.so``, ``MULTIARCH``, the
+  compilers), the way crossenv and CPython's own cross builds describe a target;
+- for a CUDA row, a cross CUDA_HOME: the row's x86_64 toolkit (nvcc, cicc, ptxas: device code
+  does not depend on the host CPU) with its own ``nvcc.profile``, the toolkit's headers under
+  ``targets/<arch>-linux/include`` (where nvcc looks when its host compiler is a cross
+  compiler), and the target's CUDA runtime from the train's pinned ``nvidia-cuda-runtime``
+  wheel for that arch under ``lib``/``lib64``/``targets/<arch>-linux/lib``.
+
+No emulation is needed to build: the compilers run natively. Projects whose build runs target
+code (a PyTorch extension imports torch) need the target's Python: those rows build in the
+row's container image under emulation, or on a native machine.
+
+:func:`cross_env` and :func:`target_sysconfig` are pure; :func:`prepare_cross` writes the
+target's files into the cache (once, atomically) and finds the compilers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import pprint
+import shutil
+import sys
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from release.core import proc
+from release.core.errors import ToolError
+from release.core.locks import install_once
+from release.core.log import say
+from release.core.machine import PythonInfo, host_platform
+from release.core.pip import NO_PIP_CONFIG
+from release.policy.matrix import Row
+from release.wheelbuild.toolchain import Toolchain
+
+TRIPLETS: Mapping[str, str] = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
+# the Debian packages that give the cross compilers of each target arch
+CROSS_PACKAGES: Mapping[str, str] = {
+    "aarch64": "g++-aarch64-linux-gnu libc6-dev-arm64-cross",
+    "x86_64": "g++-x86-64-linux-gnu libc6-dev-amd64-cross",
+}
+# manylinux platform tags pip accepts for the target's CUDA runtime wheel
+PIP_PLATFORMS: Mapping[str, tuple[str, ...]] = {
+    "aarch64": ("manylinux_2_28_aarch64", "manylinux_2_27_aarch64", "manylinux2014_aarch64"),
+    "x86_64": ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux2014_x86_64"),
+}
+DOWNLOAD_TIMEOUT_S = 600.0
+PROBE_TIMEOUT_S = 60.0
+
+
+@dataclasses.dataclass(frozen=True)
+class CrossTarget:
+    """Everything a cross build of one row uses besides the host backend's usual tools."""
+
+    arch: str  # "aarch64"
+    triplet: str  # "aarch64-linux-gnu"
+    cc: Path
+    cxx: Path
+    sysconfig_dir: Path  # holds the target's sysconfig data module
+    sysconfig_name: str  # "_sysconfigdata__linux_aarch64-linux-gnu"
+    cuda_home: Path | None  # the cross CUDA_HOME of a CUDA row
+
+    def describe(self) -> str:
+        cuda = "" if self.cuda_home is None else f"; CUDA_HOME {self.cuda_home} (the target's CUDA runtime)"
+        return f"cross-compiling for {self.arch} with {self.cxx.name}{cuda}"
+
+
+# --------------------------------------------------------------------------- pure
+
+
+def needs_cross(row: Row, host: str | None = None) -> bool:
+    return row.platform != (host or host_platform())
+
+
+def sysconfig_name(target: str) -> str:
+    """CPython's name of a platform's sysconfig data module (no ABI flags: a GIL build)."""
+    return f"_sysconfigdata__linux_{TRIPLETS[target]}"
+
+
+def target_sysconfig(
+    host_vars: Mapping[str, Any], *, host: str, target: str, cc: str, cxx: str
+) -> dict[str, Any]:
+    """The target's sysconfig variables from the host CPython's: its triplet and arch in every
+    text value (``EXT_SUFFIX``, ``SOABI``, ``MULTIARCH``, ``HOST_GNU_TYPE``), its compilers."""
+    host_triplet, target_triplet = TRIPLETS[host], TRIPLETS[target]
+
+    def swap(value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        return value.replace(host_triplet, target_triplet).replace(f"-{host}-", f"-{target}-")
+
+    out = {name: swap(value) for name, value in host_vars.items()}
+    out["MULTIARCH"] = target_triplet
+    out["HOST_GNU_TYPE"] = target_triplet
+    out["BUILD_GNU_TYPE"] = host_vars.get("BUILD_GNU_TYPE", host_triplet)
+    for name, tool in (("CC", cc), ("CXX", cxx), ("LDSHARED", cc), ("LDCXXSHARED", cxx), ("BLDSHARED", cc)):
+        value = host_vars.get(name)
+        if isinstance(value, str) and value.split():
+            out[name] = " ".join([tool, *value.split()[1:]])
+    return out
+
+
+def cross_env(target: CrossTarget) -> dict[str, str]:
+    """The variables a cross build sets over the host build's environment."""
+    cc, cxx = str(target.cc), str(target.cxx)
+    values = {
+        "CC": cc,
+        "CXX": cxx,
+        "LDSHARED": f"{cc} -shared",
+        "LDCXXSHARED": f"{cxx} -shared",
+        "CUDAHOSTCXX": cxx,
+        "NVCC_CCBIN": cxx,
+        "_PYTHON_HOST_PLATFORM": f"linux-{target.arch}",
+        "_PYTHON_SYSCONFIGDATA_NAME": target.sysconfig_name,
+        "PYTHONPATH": str(target.sysconfig_dir),
+        "WHEELWRIGHT_CROSS_TARGET": target.triplet,
+    }
+    return values
+
+
+def nvcc_profile(real_home: Path, cross_home: Path, arch: str) -> str:
+    """``nvcc.profile`` of the cross CUDA_HOME: the real toolkit's tools, the target's folders."""
+    target = cross_home / "targets" / f"{arch}-linux"
+    return (
+        f"TOP              = {real_home}\n\n"
+        "CICC_PATH        = $(TOP)/nvvm/bin\n"
+        "NVVMIR_LIBRARY_DIR = $(TOP)/nvvm/libdevice\n\n"
+        "LD_LIBRARY_PATH += $(TOP)/lib:\n"
+        f"PATH            += $(CICC_PATH):{real_home}/bin:\n\n"
+        f'INCLUDES        +=  "-I{target}/include" $(_SPACE_)\n'
+        f'SYSTEM_INCLUDES +=  "-isystem" "{target}/include/cccl" $(_SPACE_)\n\n'
+        f'LIBRARIES        =+ $(_SPACE_) "-L{target}/lib/stubs" "-L{target}/lib"\n\n'
+        "CUDAFE_FLAGS    +=\nPTXAS_FLAGS     +=\n"
+    )
+
+
+def runtime_pin(row: Row) -> str:
+    """The train's pinned CUDA runtime package (``nvidia-cuda-runtime==13.0.96``)."""
+    for pin in row.pypi_toolchain:
+        name = pin.split("==")[0].strip().lower().replace("_", "-")
+        if name.startswith("nvidia-cuda-runtime") and "==" in pin:
+            return pin
+    raise ToolError(
+        f"row {row.id}: cross-compiling for {row.platform} needs the {row.platform} CUDA runtime, and the "
+        f'train {row.train} pins no nvidia-cuda-runtime in pypi_toolchain (rows.toml [train."{row.train}"]); '
+        "add the pin, or build this row on a native machine or in its container image"
+    )
+
+
+def cross_note(row: Row, host: str | None = None) -> str:
+    """The one line a plan and a build say about a cross build."""
+    triplet = TRIPLETS[row.platform]
+    return (
+        f"{row.platform} row on this {host or host_platform()} machine: cross-compiled with {triplet}-g++ "
+        f"(no emulation while building); _PYTHON_HOST_PLATFORM=linux-{row.platform} and the target's sysconfig "
+        "name the wheel's tag and extension suffix"
+    )
+
+
+# --------------------------------------------------------------------------- effects
+
+
+def cross_problem(row: Row, env: Mapping[str, str]) -> str | None:
+    """Why ``row`` cannot be cross-compiled here, or None."""
+    if row.platform not in TRIPLETS:
+        return f"no cross compilers are known for {row.platform}"
+    triplet = TRIPLETS[row.platform]
+    missing = [t for t in ("gcc", "g++") if shutil.which(f"{triplet}-{t}", path=env.get("PATH")) is None]
+    if missing:
+        return (
+            f"cross-compiling needs {', '.join(f'{triplet}-{t}' for t in missing)} on PATH: apt-get install "
+            f"{CROSS_PACKAGES[row.platform]} (scripts/setup.sh installs them)"
+        )
+    return None
+
+
+def _compilers(row: Row, env: Mapping[str, str]) -> tuple[Path, Path]:
+    problem = cross_problem(row, env)
+    if problem is not None:
+        raise ToolError(f"row {row.id}: {problem}")
+    triplet = TRIPLETS[row.platform]
+    cc, cxx = (shutil.which(f"{triplet}-{tool}", path=env.get("PATH")) for tool in ("gcc", "g++"))
+    assert cc is not None and cxx is not None
+    return Path(cc), Path(cxx)
+
+
+def write_sysconfig(python: PythonInfo, target: str, cc: Path, cxx: Path, cache_dir: Path) -> Path:
+    """The folder holding the target's sysconfig data module for ``python`` (made once)."""
+    result = proc.run(
+        [
+            str(python.path),
+            "-c",
+            "import json, sysconfig; print(json.dumps(sysconfig.get_config_vars(), default=str))",
+        ],
+        env={**os.environ, **NO_PIP_CONFIG},
+        timeout=PROBE_TIMEOUT_S,
+        step=f"reading {python.path}'s sysconfig",
+    )
+    host_vars = json.loads(result.stdout)
+    data = target_sysconfig(host_vars, host=host_platform(), target=target, cc=str(cc), cxx=str(cxx))
+    text = f"# wheelwright: {target} sysconfig for a cross build, from {python.path}\nbuild_time_vars = {pprint.pformat(data, width=120)}\n"
+    key = hashlib.sha256(text.encode()).hexdigest()[:16]
+    final = cache_dir / "cross" / target / f"sysconfig-{python.version}-{key}"
+    module = f"{sysconfig_name(target)}.py"
+
+    def fill(tmp: Path) -> None:
+        (tmp / module).write_text(text, encoding="utf-8")
+
+    install_once(final, ready=lambda f: (f / module).is_file(), fill=fill, holder=f"the {target} sysconfig")
+    return final
+
+
+def _real_include(home: Path) -> Path:
+    for folder in (home / "include", home / "targets" / "x86_64-linux" / "include"):
+        if (folder / "cuda_runtime.h").is_file():
+            return folder
+    raise ToolError(f"no cuda_runtime.h under {home}/include or {home}/targets/x86_64-linux/include")
+
+
+def _download_runtime(pin: str, arch: str, dest: Path, env: Mapping[str, str], row_id: str) -> Path:
+    """The target's CUDA runtime wheel ``pin`` for ``arch``, downloaded into ``dest``."""
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--isolated",
+        "--disable-pip-version-check",
+        "-d",
+        str(dest),
+    ]
+    for platform in PIP_PLATFORMS[arch]:
+        argv += ["--platform", platform]
+    say(row_id, f"downloading {pin} for {arch} (the target's CUDA runtime, once)...")
+    proc.run(
+        [*argv, pin],
+        env={**env, **NO_PIP_CONFIG},
+        timeout=DOWNLOAD_TIMEOUT_S,
+        step=f"pip download {pin} for {arch}",
+    )
+    wheels = sorted(dest.glob("*.whl"))
+    if len(wheels) != 1:
+        raise ToolError(f"pip download {pin} for {arch} gave {len(wheels)} wheels in {dest}")
+    return wheels[0]
+
+
+def cross_cuda_home(row: Row, toolchain: Toolchain, cache_dir: Path, env: Mapping[str, str]) -> Path:
+    """The cross CUDA_HOME of a CUDA row (made once per toolchain and runtime pin)."""
+    arch = row.platform
+    pin = runtime_pin(row)
+    real = toolchain.cuda_home.resolve()
+    include = _real_include(real)
+    nvcc = real / "bin" / "nvcc"
+    if not nvcc.is_file():
+        raise ToolError(f"no nvcc under {real}/bin to cross-compile with")
+    key = hashlib.sha256(f"{real}\0{toolchain.full_version}\0{pin}\0{arch}".encode()).hexdigest()[:16]
+    final = cache_dir / "cross" / arch / f"cuda-{toolchain.full_version}-{key}"
+
+    def fill(tmp: Path) -> None:
+        wheel = _download_runtime(pin, arch, tmp / "download", env, row.id)
+        lib = tmp / "targets" / f"{arch}-linux" / "lib"
+        lib.mkdir(parents=True)
+        with zipfile.ZipFile(wheel) as zf:
+            for info in zf.infolist():
+                parts = Path(info.filename).parts
+                if len(parts) >= 2 and parts[-2] == "lib" and ".so" in parts[-1] and not info.is_dir():
+                    (lib / parts[-1]).write_bytes(zf.read(info))
+                    (lib / parts[-1]).chmod(0o755)
+        major = toolchain.version.split(".")[0]
+        soname = f"libcudart.so.{major}"
+        if not (lib / soname).is_file():
+            raise ToolError(f"{wheel.name} holds no {soname} for {arch}")
+        (lib / "libcudart.so").symlink_to(soname)
+        (tmp / "targets" / f"{arch}-linux" / "include").symlink_to(include)
+        for name in ("lib", "lib64"):
+            (tmp / name).symlink_to(f"targets/{arch}-linux/lib")
+        (tmp / "include").symlink_to(include)
+        if (real / "nvvm").exists():
+            (tmp / "nvvm").symlink_to(real / "nvvm")
+        (tmp / "bin").mkdir()
+        for entry in sorted((real / "bin").iterdir()):
+            if entry.name not in ("nvcc", "nvcc.profile"):
+                (tmp / "bin" / entry.name).symlink_to(entry)
+        shutil.copy2(nvcc, tmp / "bin" / "nvcc")  # a copy: nvcc reads nvcc.profile beside itself
+        (tmp / "bin" / "nvcc.profile").write_text(nvcc_profile(real, final, arch), encoding="utf-8")
+        (tmp / "download" / wheel.name).unlink()
+        (tmp / "download").rmdir()
+        (tmp / "runtime.txt").write_text(f"{pin}\n{wheel.name}\n", encoding="utf-8")
+
+    install_once(
+        final,
+        ready=lambda f: (f / "runtime.txt").is_file(),
+        fill=fill,
+        holder=f"the {arch} CUDA_HOME for CUDA {toolchain.full_version}",
+    )
+    return final
+
+
+def prepare_cross(
+    row: Row, python: PythonInfo, toolchain: Toolchain | None, cache_dir: Path, env: Mapping[str, str]
+) -> tuple[CrossTarget, Toolchain | None]:
+    """The cross target of ``row`` and the toolchain to build it with (the cross CUDA_HOME's)."""
+    arch = row.platform
+    cc, cxx = _compilers(row, env)
+    sysdir = write_sysconfig(python, arch, cc, cxx, cache_dir)
+    cross_tc = toolchain
+    home: Path | None = None
+    if toolchain is not None:
+        home = cross_cuda_home(row, toolchain, cache_dir, env)
+        cross_tc = dataclasses.replace(
+            toolchain, cuda_home=home, nvcc=home / "bin" / "nvcc", lib_dir=home / "lib"
+        )
+    target = CrossTarget(arch, TRIPLETS[arch], cc, cxx, sysdir, sysconfig_name(arch), home)
+    return target, cross_tc
