@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from pathlib import Path
 
 ARCHS = ("x86_64", "aarch64")
 
@@ -29,7 +30,7 @@ def main(argv: list[str]) -> int:
     arch, rest = argv[0], argv[1:]
     platform.machine = lambda: arch  # type: ignore[assignment]
     target_lib = f"/usr/{arch}-linux-gnu/lib"
-    if os.path.isdir(target_lib):
+    if Path(target_lib).is_dir():
         extra = os.environ.get("AUDITWHEEL_LD_LIBRARY_PATH", "")
         os.environ["AUDITWHEEL_LD_LIBRARY_PATH"] = ":".join(p for p in (target_lib, extra) if p)
     from auditwheel.main import main as auditwheel_main
