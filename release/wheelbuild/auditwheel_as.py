@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
         )
         return 2
     arch, rest = argv[0], argv[1:]
-    platform.machine = lambda: arch  # type: ignore[assignment]
+    platform.machine = lambda: arch
     target_lib = f"/usr/{arch}-linux-gnu/lib"
     if Path(target_lib).is_dir():
         extra = os.environ.get("AUDITWHEEL_LD_LIBRARY_PATH", "")
