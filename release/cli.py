@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -65,7 +65,12 @@ def add_selection(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--policy", default=DEFAULT_POLICY, help="policy file (default: %(default)s)")
     p.add_argument(
-        "--arch", dest="platform", metavar="ARCH", help="only rows for this CPU arch (x86_64, aarch64)"
+        "--arch",
+        dest="platform",
+        metavar="ARCH",
+        help="only rows for this CPU arch: x86_64, aarch64, or all (default: $WHEELWRIGHT_ARCH, else this "
+        "machine's arch for build/smoke/publish/release and all for plan/matrix; a glob that names an arch, "
+        "like 'cu130-py312-aarch64', selects that arch)",
     )
     p.add_argument(
         "--pr", action="store_true", help="pull-request mode: one row, the newest CUDA on offer for the arch"
@@ -128,14 +133,40 @@ def _add_verbosity(p: argparse.ArgumentParser, *, default: object) -> None:
     )  # fmt: skip
 
 
+MACHINE_ARCH_COMMANDS = frozenset({"build", "smoke", "publish", "release", "channels"})
+ARCH_ENV = "WHEELWRIGHT_ARCH"
+
+
+def selected_arch(
+    command: str, given: str | None, patterns: Sequence[str], env: Mapping[str, str], host: str
+) -> str | None:
+    """The CPU arch a selection is limited to (None: every arch), decided in one place (pure).
+
+    ``--arch`` wins, then ``$WHEELWRIGHT_ARCH``; ``all`` means every arch. Without either, the
+    commands that act on this machine (build, smoke, publish, release) take this machine's arch,
+    unless a glob names an arch itself; plan and matrix show every arch.
+    """
+    chosen = given or env.get(ARCH_ENV) or None
+    if chosen is not None:
+        return None if chosen == "all" else chosen
+    if command not in MACHINE_ARCH_COMMANDS:
+        return None
+    if any(arch in pattern for pattern in patterns for arch in ("x86_64", "aarch64")):
+        return None
+    return host
+
+
 def rows_from_args(args: argparse.Namespace) -> tuple[Policy, tuple[Row, ...]]:
+    from release.core.machine import host_platform
     from release.policy.load import load_policy
 
     policy = load_policy(args.policy)
     rows = resolve_rows(
         policy,
         patterns=args.rows,
-        platform=args.platform,
+        platform=selected_arch(
+            getattr(args, "command", "") or "", args.platform, args.rows, os.environ, host_platform()
+        ),
         pr=args.pr,
         offered=_load_offered(args.offered),
     )

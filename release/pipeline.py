@@ -84,13 +84,17 @@ def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path)
     """None when this machine can build the row, else the reason it cannot (said, not hidden)."""
     from release.wheelbuild.toolchain import resolve_toolchain
 
-    if row.platform != host:
-        return f"this machine is {host}; {row.platform} rows build on {row.platform} runners"
     from release.core.machine import find_python
+    from release.smoke.run import smoke_pythons
+    from release.wheelbuild.cross import cross_problem
 
+    if row.platform != host:
+        problem = cross_problem(row, env)
+        if problem is not None:
+            return f"this machine is {host}; {problem}; or build {row.platform} rows on {row.platform} runners"
     try:
-        for python in row.pythons:  # the build's, and each the smoke step tests the wheel with
-            find_python(python, env=env)
+        find_python(row.python, env=env)  # the build's (a cross build's too: it runs on this machine)
+        smoke_pythons(row, env)  # each the smoke step tests the wheel with, of the row's arch
         if row.is_cuda:
             resolve_toolchain(row, env=env, cache_dir=cache_dir, install=False)
     except ToolError as exc:
