@@ -1,0 +1,108 @@
+"""aarch64 rows built on this x86_64 machine by the host backend's cross build (real compilers,
+real nvcc, real auditwheel, real cuobjdump): the wheel is the row's, byte for byte what the audit
+then holds to the same rules as an x86_64 wheel."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+from helpers_rows import rows_by_id
+
+from release.binary.cuobjdump import ensure_cuobjdump, list_device_code
+from release.binary.elf import read_elf
+from release.core.machine import default_cache_dir, host_platform
+from release.wheelbuild.run import build_row
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        host_platform() != "x86_64", reason="a cross build from x86_64 (native aarch64 builds natively)"
+    ),
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = ROOT / "rows.toml"
+ROWS = rows_by_id(POLICY)
+CACHE = default_cache_dir(os.environ)
+KERNELS = "tinyaxpy/lib/libtinyaxpy_kernels.so"
+EM_AARCH64 = 183
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "WHEELWRIGHT_KEEP_TMP")}
+
+
+def _libraries(wheel: Path, into: Path) -> dict[str, Path]:
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(into)
+        return {n: into / n for n in zf.namelist() if ".so" in Path(n).name}
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("aarch64-linux-gnu-g++") is None:
+        pytest.fail("aarch64-linux-gnu-g++ is missing: scripts/setup.sh installs g++-aarch64-linux-gnu")
+    return tmp_path_factory.mktemp("dist-aarch64")
+
+
+def test_a_cu130_aarch64_row_carries_exactly_its_rows_device_code_in_aarch64_libraries(
+    dist: Path, tmp_path: Path
+) -> None:
+    row = ROWS["cu130-py312-aarch64"]
+    (built,) = build_row(row, policy_path=POLICY, dist_dir=dist, cache_dir=CACHE, backend="host", env=_env())
+    wheel = built.wheel
+    assert wheel.name == "tinyaxpy-0.3.0+cu130-cp312-cp312-manylinux_2_28_aarch64.whl"
+    libs = _libraries(wheel, tmp_path)
+    assert set(libs) == {KERNELS, "tinyaxpy/_tinyaxpy.cpython-312-aarch64-linux-gnu.so"}
+    for name, path in libs.items():
+        assert read_elf(path).machine == EM_AARCH64, name
+    kernels = read_elf(libs[KERNELS])
+    assert "libcudart.so.13" in kernels.needed
+    assert kernels.runpath == ("$ORIGIN/../../nvidia/cu13/lib",)
+    # the seed's aarch64 CUDA 13 list, 9.0;10.0;11.0+PTX, by cuobjdump: nothing more, nothing less
+    listed = list_device_code(libs[KERNELS], cuobjdump=ensure_cuobjdump(CACHE))
+    assert sorted(listed) == sorted(
+        [("sass", "sm_90"), ("sass", "sm_100"), ("sass", "sm_110"), ("ptx", "compute_110")]
+    )
+    with zipfile.ZipFile(wheel) as zf:
+        meta = zf.read("tinyaxpy-0.3.0+cu130.dist-info/METADATA").decode()
+        tags = zf.read("tinyaxpy-0.3.0+cu130.dist-info/WHEEL").decode()
+    assert "Requires-Dist: nvidia-cuda-runtime==13.0.*" in meta
+    assert "Tag: cp312-cp312-manylinux_2_28_aarch64" in tags
+    assert "x86_64" not in tags
+
+
+def test_a_cpu_aarch64_row_is_an_aarch64_cpu_wheel(dist: Path, tmp_path: Path) -> None:
+    row = ROWS["cpu-py311-aarch64"]
+    (built,) = build_row(row, policy_path=POLICY, dist_dir=dist, cache_dir=CACHE, backend="host", env=_env())
+    assert built.wheel.name == "tinyaxpy-0.3.0-cp311-cp311-manylinux_2_28_aarch64.whl"
+    libs = _libraries(built.wheel, tmp_path)
+    assert libs and all(read_elf(p).machine == EM_AARCH64 for p in libs.values())
+    assert not any("cudart" in n for p in libs.values() for n in read_elf(p).needed)
+
+
+def test_a_foreign_row_without_cross_compilers_says_what_to_install(dist: Path, tmp_path: Path) -> None:
+    """Must-fail: no aarch64-linux-gnu-g++ on PATH; the build stops before anything, naming the package."""
+    from release.core.errors import ToolError
+
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("python3", "git", "g++", "gcc"):
+        found = shutil.which(tool)
+        if found:
+            (bare / tool).symlink_to(found)
+    env = {**_env(), "PATH": str(bare)}
+    with pytest.raises(ToolError, match="apt-get install g\\+\\+-aarch64-linux-gnu"):
+        build_row(
+            ROWS["cpu-py312-aarch64"],
+            policy_path=POLICY,
+            dist_dir=dist,
+            cache_dir=CACHE,
+            backend="host",
+            env=env,
+        )
+    assert not list((dist / "cpu").glob("*cp312*aarch64*.whl"))

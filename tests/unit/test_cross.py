@@ -1,0 +1,105 @@
+"""The cross build's pure decisions: the target's sysconfig, its environment, the row selection's arch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers_rows import rows_by_id
+
+from release.cli import selected_arch
+from release.core.errors import ToolError
+from release.wheelbuild.cross import (
+    CrossTarget,
+    cross_env,
+    needs_cross,
+    nvcc_profile,
+    runtime_pin,
+    sysconfig_name,
+    target_sysconfig,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+ROWS = rows_by_id(ROOT / "rows.toml")
+
+HOST_VARS = {
+    "EXT_SUFFIX": ".cpython-312-x86_64-linux-gnu.so",
+    "SOABI": "cpython-312-x86_64-linux-gnu",
+    "MULTIARCH": "x86_64-linux-gnu",
+    "HOST_GNU_TYPE": "x86_64-pc-linux-gnu",
+    "CC": "gcc -pthread",
+    "LDSHARED": "gcc -pthread -shared -L/opt/py/lib",
+    "SIZEOF_VOID_P": 8,
+    "prefix": "/opt/py",
+}
+
+
+def test_the_target_sysconfig_names_the_target_in_every_value() -> None:
+    out = target_sysconfig(
+        HOST_VARS, host="x86_64", target="aarch64", cc="/usr/bin/a-gcc", cxx="/usr/bin/a-g++"
+    )
+    assert out["EXT_SUFFIX"] == ".cpython-312-aarch64-linux-gnu.so"
+    assert out["SOABI"] == "cpython-312-aarch64-linux-gnu"
+    assert out["MULTIARCH"] == "aarch64-linux-gnu"
+    assert out["HOST_GNU_TYPE"] == "aarch64-linux-gnu"
+    assert out["CC"] == "/usr/bin/a-gcc -pthread"
+    assert out["LDSHARED"] == "/usr/bin/a-gcc -pthread -shared -L/opt/py/lib"
+    assert out["SIZEOF_VOID_P"] == 8 and out["prefix"] == "/opt/py"
+    assert out["BUILD_GNU_TYPE"] == "x86_64-linux-gnu"  # the machine that builds
+    assert not any("x86_64" in str(v) for k, v in out.items() if k != "BUILD_GNU_TYPE")
+
+
+def test_the_cross_environment_names_compilers_platform_and_sysconfig(tmp_path: Path) -> None:
+    target = CrossTarget(
+        "aarch64",
+        "aarch64-linux-gnu",
+        Path("/x/gcc"),
+        Path("/x/g++"),
+        tmp_path,
+        sysconfig_name("aarch64"),
+        None,
+    )
+    env = cross_env(target)
+    assert env["_PYTHON_HOST_PLATFORM"] == "linux-aarch64"
+    assert env["_PYTHON_SYSCONFIGDATA_NAME"] == "_sysconfigdata__linux_aarch64-linux-gnu"
+    assert env["PYTHONPATH"] == str(tmp_path)
+    assert env["CXX"] == env["NVCC_CCBIN"] == env["CUDAHOSTCXX"] == "/x/g++"
+    assert env["CC"] == "/x/gcc" and env["LDSHARED"] == "/x/gcc -shared"
+
+
+def test_the_cross_nvcc_profile_uses_the_real_tools_and_the_targets_folders() -> None:
+    text = nvcc_profile(Path("/usr/local/cuda-13.0"), Path("/c/cuda"), "aarch64")
+    assert "TOP              = /usr/local/cuda-13.0" in text
+    assert '"-I/c/cuda/targets/aarch64-linux/include"' in text
+    assert '"-L/c/cuda/targets/aarch64-linux/lib"' in text
+    assert "x86_64" not in text
+
+
+def test_a_foreign_row_needs_a_cross_build_and_the_trains_runtime_pin() -> None:
+    row = ROWS["cu130-py312-aarch64"]
+    assert needs_cross(row, "x86_64") and not needs_cross(row, "aarch64")
+    assert not needs_cross(ROWS["cu130-py312-x86_64"], "x86_64")
+    assert runtime_pin(row) == "nvidia-cuda-runtime==13.0.96"
+    with pytest.raises(ToolError, match="pins no nvidia-cuda-runtime"):
+        runtime_pin(ROWS["cu126-py312-aarch64"])
+
+
+@pytest.mark.parametrize(
+    ("command", "given", "patterns", "env", "want"),
+    [
+        ("build", None, ["cu130-py312"], {}, "x86_64"),  # this machine's arch
+        ("smoke", None, ["cu130-py312"], {}, "x86_64"),
+        ("build", None, ["cu130-py312-aarch64"], {}, None),  # the glob names an arch
+        ("build", "aarch64", [], {}, "aarch64"),
+        ("build", "all", [], {}, None),
+        ("release", None, [], {"WHEELWRIGHT_ARCH": "all"}, None),
+        ("release", None, [], {"WHEELWRIGHT_ARCH": "aarch64"}, "aarch64"),
+        ("release", "x86_64", [], {"WHEELWRIGHT_ARCH": "aarch64"}, "x86_64"),  # --arch wins
+        ("plan", None, [], {}, None),  # plan and matrix show every arch
+        ("matrix", None, ["cu130-*"], {}, None),
+    ],
+)
+def test_the_selection_takes_the_machines_arch_unless_told(
+    command: str, given: str | None, patterns: list[str], env: dict[str, str], want: str | None
+) -> None:
+    assert selected_arch(command, given, patterns, env, "x86_64") == want
