@@ -82,16 +82,17 @@ def git_dirty(repo: Path) -> list[str]:
 
 def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path) -> str | None:
     """None when this machine can build the row, else the reason it cannot (said, not hidden)."""
-    from release.wheelbuild.toolchain import resolve_toolchain
-
     from release.core.machine import find_python
     from release.smoke.run import smoke_pythons
     from release.wheelbuild.cross import cross_problem
+    from release.wheelbuild.toolchain import resolve_toolchain
 
     if row.platform != host:
         problem = cross_problem(row, env)
         if problem is not None:
-            return f"this machine is {host}; {problem}; or build {row.platform} rows on {row.platform} runners"
+            return (
+                f"this machine is {host}; {problem}; or build {row.platform} rows on {row.platform} runners"
+            )
     try:
         find_python(row.python, env=env)  # the build's (a cross build's too: it runs on this machine)
         smoke_pythons(row, env)  # each the smoke step tests the wheel with, of the row's arch
@@ -367,6 +368,7 @@ def check_installs(
     """Each variant's pip and uv install lines, and, for a CUDA variant, what pip and uv pick with
     its index and the default index in both orders (the release's CPU index standing in for the
     default index). A wrong pick fails the newest-Python row of the variant (step publish)."""
+    from release.core.machine import host_platform
     from release.policy.targets import DEFAULT_INDEX
     from release.publish.index_client import resolve_simple_url
     from release.smoke.resolve import install_cases
@@ -382,14 +384,17 @@ def check_installs(
         rows = [r for r in todo if r.row.variant == variant]
         if variant == "cpu" or stand_in is None or not rows:
             continue
-        rep = max(rows, key=lambda r: version_key(_newest(r.row)))
-        block.append(
-            f"  checked with Python {_newest(rep.row)} against the published indexes"
-            + (f", {stand_in} standing in for {default}:" if stand_in != default else ":")
-        )
-        for case in cases:
-            first = f"--index-url {variant if case.index_url == index else 'the default index'}"
-            checks.append((rep, case.replaced({default: stand_in}), f"{case.tool}, {first}"))
+        for arch in sorted({r.row.platform for r in rows}, key=lambda a: (a != host_platform(), a)):
+            rep = max((r for r in rows if r.row.platform == arch), key=lambda r: version_key(_newest(r.row)))
+            where = "" if arch == host_platform() else f" for an {arch} machine ({rep.row.platform_tag})"
+            block.append(
+                f"  checked with Python {_newest(rep.row)}{where} against the published indexes"
+                + (f", {stand_in} standing in for {default}:" if stand_in != default else ":")
+            )
+            for case in cases:
+                first = f"--index-url {variant if case.index_url == index else 'the default index'}"
+                label = f"{case.tool}, {first}" + (f", {arch}" if where else "")
+                checks.append((rep, case.replaced({default: stand_in}), label))
     results = _run_checks(checks, project, env=env, cache_dir=cache_dir, jobs=jobs)
     for (rep, _, _), result in zip(checks, results, strict=True):
         blocks[rep.row.variant].append(f"    {result}")
@@ -411,8 +416,8 @@ def _run_checks(
     jobs: int,
 ) -> list[str]:
     """Ask pip and uv (in parallel) which wheel each case picks; a ✓ or ✗ line for each."""
-    from release.core.machine import find_python
-    from release.smoke.resolve import find_uv, picked, resolution_problem
+    from release.core.machine import find_python, host_platform
+    from release.smoke.resolve import Target, find_uv, picked, resolution_problem
 
     uv: Path | None = None
     uv_error: WheelwrightError | None = None
@@ -427,7 +432,9 @@ def _run_checks(
         try:
             if case.tool == "uv" and uv_error is not None:
                 raise uv_error
-            chosen = picked(case, find_python(_newest(rep.row), env=env).path, project, uv=uv)
+            row = rep.row
+            target = None if row.platform == host_platform() else Target(row.platform_tag, _newest(row))
+            chosen = picked(case, find_python(_newest(row), env=env).path, project, uv=uv, target=target)
         except WheelwrightError as exc:
             _fail(rep, "publish", f"{case.tool} check: {first_line(str(exc))}", exc.return_code)
             return f"✗ {label}: {first_line(str(exc))}"

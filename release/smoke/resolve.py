@@ -171,6 +171,27 @@ def _wheel_name_installed(target: Path) -> str:
     return f"{name}-{meta['Version']}-{'-'.join(parts)}.whl"
 
 
+@dataclass(frozen=True)
+class Target:
+    """The machine an install line is checked for, when it is not this one (pure)."""
+
+    platform_tag: str  # "manylinux_2_28_aarch64"
+    python: str  # "3.13"
+
+    def pip_flags(self) -> tuple[str, ...]:
+        return ("--platform", self.platform_tag, "--python-version", self.python, "--implementation", "cp")
+
+    def uv_flags(self) -> tuple[str, ...]:
+        # uv names a manylinux target <arch>-manylinux_2_28
+        arch = "x86_64" if self.platform_tag.endswith("_x86_64") else self.platform_tag.rpartition("_")[2]
+        return (
+            "--python-platform",
+            f"{arch}-{self.platform_tag[: -len(arch) - 1]}",
+            "--python-version",
+            self.python,
+        )
+
+
 def picked(
     case: InstallCase,
     python: Path,
@@ -179,18 +200,22 @@ def picked(
     uv: Path | None = None,
     workdir: Path | None = None,
     timeout: float = 600.0,
+    target: Target | None = None,
 ) -> str:
     """The wheel file name ``case``'s installer picks for ``requirement`` on ``python``.
 
     pip: ``pip download --no-deps`` (the file it fetched). uv: ``uv pip install --target
-    --no-deps`` (the distribution it installed; uv has no download command)."""
+    --no-deps`` (the distribution it installed; uv has no download command). With ``target``
+    (another machine's platform and Python), each resolves for that machine as a user there
+    would be served: pip's ``--platform``/``--python-version``, uv's ``--python-platform``."""
     tmp = Path(tempfile.mkdtemp(prefix="ww-resolve-", dir=workdir))
     what = f"resolving {requirement} with {case.tool} as a user would ({' '.join(case.flags())})"
     try:
         if case.tool == "pip":
             args = [
                 str(python), "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--isolated",
-                "--no-input", "--quiet", "-d", str(tmp / "got"), *case.flags(), requirement,
+                "--no-input", "--quiet", "-d", str(tmp / "got"), *case.flags(),
+                *(target.pip_flags() if target else ()), requirement,
             ]  # fmt: skip
             run(args, env=_neutral_env(), timeout=timeout, step=what)
             got = sorted(p.name for p in (tmp / "got").glob("*.whl"))
@@ -201,7 +226,8 @@ def picked(
             raise ToolError("the uv check needs the pinned uv (release.smoke.resolve.find_uv)")
         args = [
             str(uv), "pip", "install", "--no-config", "--no-cache", "--quiet", "--python", str(python),
-            "--target", str(tmp / "got"), "--no-deps", "--only-binary", ":all:", *case.flags(), requirement,
+            "--target", str(tmp / "got"), "--no-deps", "--only-binary", ":all:", *case.flags(),
+            *(target.uv_flags() if target else ()), requirement,
         ]  # fmt: skip
         run(args, env=_neutral_env(), timeout=timeout, step=what)
         return _wheel_name_installed(tmp / "got")
