@@ -9,8 +9,11 @@ A finding is kept under a key of everything it depends on:
 * the wheel's SDKs: every member under an ``include`` directory with a ``lib``/``lib64`` sibling, and
   the members of those siblings, by name and sha256 (the digests the audit computed for the RECORD
   check anyway); the wheel's METADATA (its CUDA packages name a CUDA major); the claim's CUDA train;
-* this machine, by fingerprint: ``g++``, ``gcc``, ``ld`` and ``nvcc`` as PATH finds them (real path,
-  size, modification time), ``CUDA_HOME``'s nvcc, the variables the CUDA header search reads
+* the CPU architecture the consumer builds for (the platform tag's, :mod:`release.audit.cpp_target`) and
+  this machine's;
+* this machine, by fingerprint: the compilers and linker for that architecture (``g++``, ``gcc``, ``ld``
+  natively; ``aarch64-linux-gnu-g++``, ``-gcc``, ``-ld`` for an aarch64 wheel on x86_64) and ``nvcc``, as
+  PATH finds them (real path, size, modification time), ``CUDA_HOME``'s nvcc, the variables the CUDA header search reads
   (:func:`release.audit.cpp_cuda.cuda_env`), the PyPI toolchains in the wheelwright cache, the CUDA
   package folders of the site, and the package database (dpkg, rpm, apk), which changes with every
   install or upgrade, the system's headers included.
@@ -38,7 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from release.audit.cpp_sdk import sdk_dirs
+from release.audit.cpp_target import tool_names
 from release.audit.model import Finding, Member
+from release.core.machine import host_platform
 
 __all__ = [
     "CACHE_ENV",
@@ -62,7 +67,6 @@ CACHE_ENV = "WHEELWRIGHT_CPP_CACHE"
 FOLDER = "cpp-consumer"
 KEEP = 16  # entries per SDK key (a wheel's libraries change from build to build; its headers less)
 _PACKAGE_DATABASES = ("/var/lib/dpkg/status", "/var/lib/rpm", "/lib/apk/db/installed")
-_TOOLS = ("g++", "gcc", "ld", "nvcc")
 ENTRY_BYTES = 4 * 1024 * 1024  # an entry read back: a few kilobytes; more is not one of ours
 
 
@@ -109,12 +113,15 @@ def _stat(path: str | os.PathLike[str] | None) -> tuple[str, int, int] | None:
     return (str(real), st.st_size, st.st_mtime_ns)
 
 
-def fingerprint(environ: Mapping[str, str]) -> list[Any]:
-    """What of this machine a finding depends on, cheaply (stat calls, no tool run). Effects: reads."""
+def fingerprint(environ: Mapping[str, str], arch: str | None = None) -> list[Any]:
+    """What of this machine a finding depends on, cheaply (stat calls, no tool run), for a wheel of CPU
+    architecture ``arch`` (None: this machine's). Effects: reads."""
     from release.audit.cpp_cuda import cuda_env, cuda_sites, pypi_manifests
 
     path = environ.get("PATH", "")
-    parts: list[Any] = [[tool, _stat(shutil.which(tool, path=path))] for tool in _TOOLS]
+    gcc, gxx, ld = tool_names(arch)
+    parts: list[Any] = [["target", arch or host_platform(), host_platform()]]
+    parts += [[tool, _stat(shutil.which(tool, path=path))] for tool in (gxx, gcc, ld, "nvcc")]
     home = environ.get("CUDA_HOME")
     if home:
         parts.append(["CUDA_HOME", _stat(Path(home) / "bin" / "nvcc"), _stat(Path(home) / "include")])
@@ -130,15 +137,21 @@ def _digest(member: Member) -> str:
 
 
 def sdk_key(
-    members: Sequence[Member], train: str | None, environ: Mapping[str, str], pending: Iterable[str] = ()
+    members: Sequence[Member],
+    train: str | None,
+    environ: Mapping[str, str],
+    pending: Iterable[str] = (),
+    *,
+    arch: str | None = None,
 ) -> str | None:
     """The key of what the finding depends on but the SDKs' libraries: known once the headers are out
-    (``pending``: names still being unpacked, the libraries). None: the wheel has no SDK."""
+    (``pending``: names still being unpacked, the libraries). ``arch``: the CPU architecture the consumer
+    builds for (None: this machine's). None: the wheel has no SDK."""
     sdks = sdk_dirs(members, pending)
     if not sdks:
         return None
     h = hashlib.sha256()
-    h.update(json.dumps([_code(), fingerprint(environ), train], sort_keys=True).encode())
+    h.update(json.dumps([_code(), fingerprint(environ, arch), train], sort_keys=True).encode())
     for include_dir in sdks:
         under = sorted((m.name, _digest(m)) for m in members if m.name.startswith(include_dir + "/"))
         h.update(json.dumps([include_dir, under]).encode())
@@ -155,9 +168,12 @@ class Keys:
     whole: str
 
 
-def keys(members: Sequence[Member], train: str | None, environ: Mapping[str, str]) -> Keys | None:
-    """Both keys, once every member is out. None: no SDK (nothing worth remembering)."""
-    sdk = sdk_key(members, train, environ)
+def keys(
+    members: Sequence[Member], train: str | None, environ: Mapping[str, str], *, arch: str | None = None
+) -> Keys | None:
+    """Both keys, once every member is out (``arch``: as :func:`sdk_key`'s). None: no SDK (nothing worth
+    remembering)."""
+    sdk = sdk_key(members, train, environ, arch=arch)
     if sdk is None:
         return None
     libs = [

@@ -68,7 +68,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from release.audit import cpp_cuda, cpp_tools
+from release.audit import cpp_cuda, cpp_target, cpp_tools
 from release.audit.cpp_cuda import CudaHeaders, cuda_includes
 from release.audit.cpp_headers import (
     closure,
@@ -80,6 +80,7 @@ from release.audit.cpp_headers import (
 )
 from release.audit.cpp_link import link_consumer, linkage_sentence
 from release.audit.cpp_sdk import lib_dirs, sdk_headers
+from release.audit.cpp_target import Target, Toolchain
 from release.audit.cpp_tools import (
     LINK,
     PREPROCESS,
@@ -175,6 +176,13 @@ class Prepared:
     c_why: str = ""  # C's first error in them
     cuda_wanted: tuple[str, ...] = ()  # CUDA toolkit headers the headers include and the wheel lacks
     cuda: tuple[CudaHeaders, ...] = ()  # the CUDA headers compiled with (-isystem, after the wheel's)
+    toolchain: Toolchain | None = None  # the compilers of the wheel's architecture (None: this machine's)
+
+    @property
+    def compilers(self) -> tuple[str, str]:
+        """``(gcc, g++)`` that build for the wheel's architecture."""
+        chain = self.toolchain or _native()
+        return (chain.gcc, chain.gxx)
 
     @property
     def host(self) -> tuple[str, ...]:
@@ -191,7 +199,7 @@ class Prepared:
         self.cuda, self.apart, self.apart_why, self.programs = cuda, (), "", ()
         self.compiled, self.functions, self.outside, self.cxx_linkage = None, (), (), ()
         self.lacking = cpp_cuda.lacking_system_headers(
-            self.written, self.host, functools.partial(_found, dirs=dirs)
+            self.written, self.host, functools.partial(_found, dirs=dirs, gxx=self.compilers[1])
         )
         headers = tuple(h for h in self.host if h not in self.lacking)
         if headers:
@@ -226,6 +234,7 @@ class Prepared:
             (*self.device_files, *self.driver_files),
             name,
             self.overloaded,
+            self.compilers,
         )
         self.compiled, self.sandbox, self.functions, self.outside = (
             done.ran,
@@ -251,22 +260,32 @@ class Prepared:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def _found(target: str, dirs: tuple[str, ...]) -> bool:
+def _found(target: str, dirs: tuple[str, ...], gxx: str | None = None) -> bool:
     """Whether ``target`` is in the compiler's own include directories or ``dirs``."""
-    where = (*system_include_dirs(proc.which("g++"), "c++"), *dirs)
+    where = (*system_include_dirs(gxx or proc.which("g++"), "c++"), *dirs)
     return any((Path(d) / target).is_file() for d in where)
 
 
-def prepare(include_dir: str, headers: tuple[str, ...], members: Iterable[Member]) -> Prepared:
+def _native() -> Toolchain:
+    """This machine's own gcc and g++ (ToolError, exit 3, when either is missing)."""
+    return cpp_target.toolchain(cpp_target.decide((), ()))
+
+
+def prepare(
+    include_dir: str, headers: tuple[str, ...], members: Iterable[Member], toolchain: Toolchain | None = None
+) -> Prepared:
     """Read the reachable headers, refuse escaping includes, set aside the headers a host program leaves
     out (:mod:`release.audit.cpp_headers`), write the rest into a fresh scratch directory, compile.
-    ``members``: the wheel's members (those read under ``include_dir`` are the headers' world)."""
+    ``members``: the wheel's members (those read under ``include_dir`` are the headers' world);
+    ``toolchain``: the compilers of the wheel's architecture (:func:`release.audit.cpp_target.toolchain`;
+    None: this machine's)."""
+    toolchain = toolchain or _native()
     scratch = Path(tempfile.mkdtemp(prefix="wheelwright-cpp-")).resolve()
     try:
         include = scratch / "include"
         include.mkdir()
         every = reachable(include_dir, headers, members)
-        prepared = Prepared(include_dir, headers, scratch, escaping_includes(every))
+        prepared = Prepared(include_dir, headers, scratch, escaping_includes(every), toolchain=toolchain)
         if not prepared.escapes:
             device = device_headers(every, tuple(every))
             prepared.device = {h: device[h] for h in headers if h in device}
@@ -300,6 +319,10 @@ def finish(
         "headers_written": len(prepared.written),
         "libraries": [lib.path for lib in sdk.libraries],
     }
+    chain = prepared.toolchain
+    if chain is not None:
+        details["toolchain"] = chain.to_json()
+    via = f" ({chain.describe()})" if chain is not None and chain.cross else ""
     escapes = prepared.escapes
     if escapes:
         header, target, why = escapes[0]
@@ -366,7 +389,7 @@ def finish(
         )
         return fail(
             CHECK,
-            f"{program} does not compile{used} ({compiled.why(sandbox)}){left}:\n"
+            f"{program} does not compile{used}{via} ({compiled.why(sandbox)}){left}:\n"
             f"{messages(compiled.stderr, sdk, root, scratch)}",
             **_repeatable(compiled),
             **details,
@@ -389,13 +412,13 @@ def finish(
             nothing_to_check=True,
             **details,
         )
-    linked = link_consumer(sdk, scratch, functions)
+    linked = link_consumer(sdk, scratch, functions, prepared.compilers[0])
     every = [posixpath.join(sdk.include_dir, h) for h in compiled_headers]
     shown = str(every) if len(every) <= 3 else f"the {len(every)} headers of {sdk.include_dir}"
     if not linked.ok:
         return fail(
             CHECK,
-            f"a C++ program using {shown} compiles but does not link against {libs} ({linked.why(LINK)}){left}:\n"
+            f"a C++ program using {shown} compiles{via} but does not link against {libs} ({linked.why(LINK)}){left}:\n"
             f"{messages(linked.stderr, sdk, root, scratch)}",
             **_repeatable(linked),
             **details,
@@ -404,8 +427,25 @@ def finish(
         CHECK,
         f"a C++ program outside the wheel compiles against {sdk.include_dir} ({_names(compiled_headers)}){used} "
         f"and links {libs}, referencing {len(functions)} declared function{'s' if len(functions) != 1 else ''}"
-        f"{left}",
+        f"{via}{left}",
         **details,
+    )
+
+
+def _foreign(sdk: Sdk, target: Target, foreign: list[tuple[str, str]]) -> Finding:
+    """The finding for SDK libraries built for another architecture than the wheel's."""
+    path, arch = foreign[0]
+    more = f" ({len(foreign)} libraries so: {first_few([p for p, _ in foreign])})" if len(foreign) > 1 else ""
+    return fail(
+        CHECK,
+        f"{path} is built for {arch} (its ELF machine), but the wheel is for {target.arch} ({target.how}): a C++ "
+        f"program on {target.arch}, where pip installs the wheel, cannot link it{more}; build the SDK's libraries "
+        f"for {target.arch}, or tag the wheel for {arch}",
+        include_dir=sdk.include_dir,
+        libraries=[lib.path for lib in sdk.libraries],
+        foreign_libraries=dict(foreign),
+        target={"arch": target.arch, "how": target.how},
+        repeatable=True,
     )
 
 
@@ -475,11 +515,19 @@ def check(
         return [ok(CHECK, NO_SDK)]
     out = []
     for sdk in sdks:
+        target = cpp_target.decide(
+            contents.wheel.platform_tags, [cpp_target.elf_arch(lib.elf) for lib in sdk.libraries]
+        )
+        foreign = cpp_target.foreign_libraries(target, [(lib.path, lib.elf) for lib in sdk.libraries])
+        if foreign:  # told from the ELF headers: no tool of any architecture needed
+            out.append(_foreign(sdk, target, foreign))
+            continue
+        chain = cpp_target.toolchain(target)  # ToolError (exit 3): none for the wheel's architecture here
         early = (prepared or {}).get((sdk.include_dir, sdk.headers))
-        if early is not None:
+        if early is not None and early.toolchain == chain:
             out.append(finish(sdk, early, contents, expectation))
             continue
-        here = prepare(sdk.include_dir, sdk.headers, contents.wheel.files)
+        here = prepare(sdk.include_dir, sdk.headers, contents.wheel.files, chain)
         try:
             out.append(finish(sdk, here, contents, expectation))
         finally:

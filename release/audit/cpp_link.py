@@ -39,10 +39,12 @@ def c_program(functions: Iterable[str]) -> str:
     )
 
 
-def link_consumer(sdk: Sdk, scratch: Path, functions: Sequence[str]) -> Ran:
+def link_consumer(sdk: Sdk, scratch: Path, functions: Sequence[str], gcc: str | None = None) -> Ran:
     """Compile :func:`c_program` and link it against ``sdk``'s libraries in one run, as a C++ program's
     object would link (``--allow-shlib-undefined``: their own dependencies are the loader check's). The
-    object is ``consumer.o`` (``-save-temps=obj``), so the linker's messages name the program."""
+    object is ``consumer.o`` (``-save-temps=obj``), so the linker's messages name the program. ``gcc``:
+    the C compiler of the wheel's architecture (:mod:`release.audit.cpp_target`; this machine's ``gcc``
+    by default), whose linker finds the libraries' own dependencies only among its architecture's."""
     source = scratch / "consumer.c"
     source.write_text(c_program(functions), encoding="utf-8")
     link_args: list[str] = []
@@ -51,7 +53,7 @@ def link_consumer(sdk: Sdk, scratch: Path, functions: Sequence[str]) -> Ran:
     link_args += [f"-l:{lib.file.name}" for lib in sdk.libraries]
     return run_limited(
         [
-            proc.which("gcc"),
+            gcc or proc.which("gcc"),
             *QUIET,
             "-w",
             "-fno-builtin",

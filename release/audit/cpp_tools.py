@@ -183,14 +183,16 @@ def declared_functions(
     scratch: Path,
     cuda_dirs: tuple[str, ...] = (),
     skip: Collection[str] = (),
+    gcc: str | None = None,
 ) -> Listed:
     """Functions declared (not defined) by the SDK's own headers that parse as C (those that do not, once
     told from C's errors, are left out), but those of the headers in ``skip`` (device headers, the CUDA
     driver's: by path relative to ``include``); and the files outside the SDK, ``cuda_dirs`` and the
-    system headers that C's preprocessor opened (then none)."""
+    system headers that C's preprocessor opened (then none). ``gcc``: the C compiler of the wheel's
+    architecture (:mod:`release.audit.cpp_target`; this machine's ``gcc`` by default)."""
     probe = scratch / "probe.c"
     aux = scratch / "declarations.txt"
-    gcc = proc.which("gcc")
+    gcc = gcc or proc.which("gcc")
     # -v: the run prints its own search list (the system's include directories), so no probe runs for C.
     # -include stdalign.h: C11's alignas/alignof, which headers written for C++ use bare (cuSPARSELt's
     # handles: "alignas(16) uint8_t data[512]"), so their C functions are listed too.
@@ -246,6 +248,19 @@ _PICK = (
     "template <class T> struct wheelwright_fn;\n"
     "template <class F> struct wheelwright_fn<F *> { typedef F type; };\n"
 )
+# ``wheelwright_plain<decltype(f)>::type``: f's function type built anew from its parts. g++ (12) keeps a
+# declaration's default arguments in ``decltype(f)``, so ``extern "C" decltype(f) f;`` is refused as "default
+# argument given for parameter 3" for every function declared with one (the CUDA runtime's
+# cudaStreamWaitEvent(..., unsigned int flags = 0)); the type rebuilt from ``R(A...)`` carries none.
+_PLAIN = (
+    "template <class T> struct wheelwright_plain;\n"
+    "template <class R, class... A> struct wheelwright_plain<R(A...)> { typedef R type(A...); };\n"
+    "template <class R, class... A> struct wheelwright_plain<R(A...) noexcept> { typedef R type(A...) noexcept; };\n"
+    "template <class R, class... A> struct wheelwright_plain<R(A..., ...)> { typedef R type(A..., ...); };\n"
+    "template <class R, class... A> struct wheelwright_plain<R(A..., ...) noexcept> {\n"
+    "    typedef R type(A..., ...) noexcept;\n"
+    "};\n"
+)
 
 
 def _consumer_source(
@@ -253,7 +268,8 @@ def _consumer_source(
 ) -> tuple[str, dict[int, str]]:
     """The C++ program and the line of each function's check. Line 1 a comment, line ``2 + i`` includes
     ``headers[i]`` (:func:`error_directives` reads them back); then one line per function, which
-    redeclares it with C linkage as the headers declare it for C++: ``extern "C" decltype(f) f;`` (g++: "not
+    redeclares it with C linkage as the headers declare it for C++: ``extern "C" decltype(f) f;``, its type
+    rebuilt without default arguments (:data:`_PLAIN`) (g++: "not
     declared", or "conflicting declaration ... with 'C' linkage" where the headers gave it C++ linkage).
     ``typed``: names C++ overloads (decltype cannot name one of them), each with its C type ``T``: the overload
     of that type must exist (``static_cast``) and be the one with C linkage (redeclared through :data:`_PICK`)."""
@@ -262,13 +278,14 @@ def _consumer_source(
         "// Written by wheelwright's audit: a C++ program outside the wheel that uses its SDK.",
         *(f"#include <{h}>" for h in headers),
         "",
+        _PLAIN.rstrip("\n"),
         *([_PICK.rstrip("\n")] if typed else []),
     ]
     first = "\n".join(lines).count("\n") + 2  # the line after them
     for f in functions:
         t = typed.get(f)
         lines.append(
-            f'extern "C" decltype({f}) {f};'
+            f'extern "C" wheelwright_plain<decltype({f})>::type {f};'
             if t is None
             else f'static_assert(sizeof(static_cast<{t}>(&{f})) != 0, "{f}"); '
             f'extern "C" wheelwright_fn<decltype(wheelwright_c<{t}>::pick(&{f}, 0))>::type {f};'
@@ -305,6 +322,7 @@ def compile_consumer(
     skip: Collection[str] = (),
     name: str = "consumer",
     overloaded: set[str] | None = None,
+    compilers: tuple[str, str] | None = None,
 ) -> Compiled:
     """List the declared functions (C's parser, but those of ``skip``), then check ``name``.cpp: it includes
     ``headers`` and declares each function for C++ with C linkage (:func:`_consumer_source`), syntax only
@@ -312,16 +330,18 @@ def compile_consumer(
     before anything else of its output). Names C++ overloads (``overloaded``: known so far, and updated
     with those the compiler names) through their C type: once more where it names new ones. With no function
     listed it keeps the preprocessed program (``name``.ii: whether the headers declare anything).
-    ``cuda_dirs`` come after the SDK's own headers (``-isystem``)."""
+    ``cuda_dirs`` come after the SDK's own headers (``-isystem``). ``compilers``: ``(gcc, g++)`` of the
+    wheel's architecture (:mod:`release.audit.cpp_target`; this machine's by default)."""
     overloaded = set() if overloaded is None else overloaded
-    listed = declared_functions(headers, include, scratch, cuda_dirs, skip)
+    gcc, gxx = compilers if compilers is not None else (proc.which("gcc"), proc.which("g++"))
+    listed = declared_functions(headers, include, scratch, cuda_dirs, skip, gcc)
     if listed.outside:
         return Compiled(listed.ran, PREPROCESS, outside=tuple(listed.outside))
     functions = listed.functions
     source = scratch / f"{name}.cpp"
     keep = [] if functions else ["-save-temps", "-dumpdir", f"{scratch}/"]
-    argv = [proc.which("g++"), "-std=c++17", *QUIET, "-fsyntax-only", "-H", *keep, f"-I{include}"]
-    allowed = (str(include), *cuda_dirs, *system_include_dirs(proc.which("g++"), "c++"))
+    argv = [gxx, "-std=c++17", *QUIET, "-fsyntax-only", "-H", *keep, f"-I{include}"]
+    allowed = (str(include), *cuda_dirs, *system_include_dirs(gxx, "c++"))
     while True:
         typed = {f: functions[f] for f in functions if f in overloaded}
         text, lines = _consumer_source(headers, list(functions), typed)

@@ -26,6 +26,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from release.audit import (
     cpp_cache,
     cpp_consumer,
+    cpp_target,
     device_code,
     gpus,
     hygiene,
@@ -53,7 +54,7 @@ from release.audit.model import (
 )
 from release.audit.wheel import open_wheel
 from release.binary.elf import ElfError, read_elf
-from release.core.errors import InputError, WheelwrightError
+from release.core.errors import InputError, ToolError, WheelwrightError
 from release.core.machine import default_cache_dir
 
 if TYPE_CHECKING:
@@ -193,7 +194,7 @@ def audit_wheel(
     start = time.perf_counter()
     remember = cpp_cache.enabled(os.environ) if remember is None else remember
     folder = Path(cache_dir or default_cache_dir(os.environ)) / cpp_cache.FOLDER if remember else None
-    early = _EarlyCpp(expectation.runs("cpp_consumer"), folder, expectation.train)
+    early = _EarlyCpp(expectation.runs("cpp_consumer"), folder, expectation.train, _platform_tags(path))
     with (
         early,  # outermost: its scratch directories go after the check that uses them is done
         ThreadPoolExecutor(max_workers=2, thread_name_prefix="audit") as pool,
@@ -268,16 +269,35 @@ def audit_wheel(
     )
 
 
+def _platform_tags(path: str | os.PathLike[str]) -> tuple[str, ...]:
+    """The platform tags of a wheel's file name; () when it is not a wheel's (open_wheel says so)."""
+    try:
+        tags = parse_wheel_filename(Path(path).name)[3]
+    except InvalidWheelFilename:
+        return ()
+    return tuple(sorted({t.platform for t in tags}))
+
+
 class _EarlyCpp:
     """The C++ consumer check's compile steps, started while the libraries are still being unpacked:
     they need only an include directory's headers (:func:`release.audit.cpp_consumer.prepare`). Started
     for each include directory all of whose members are out and whose ``lib``/``lib64`` sibling holds
-    a file; the check uses a result only for an SDK with the same directory and headers. None started
-    when the cache (``folder``) has findings for these headers on this machine: then the check most
-    likely reads its finding back, and compiles (late) only if the libraries changed."""
+    a file, with the compilers of the architecture the wheel's ``platform_tags`` name
+    (:mod:`release.audit.cpp_target`); the check uses a result only for an SDK with the same directory,
+    headers and compilers. None started when the cache (``folder``) has findings for these headers on
+    this machine: then the check most likely reads its finding back, and compiles (late) only if the
+    libraries changed."""
 
-    def __init__(self, wanted: bool, folder: Path | None = None, train: str | None = None) -> None:
+    def __init__(
+        self,
+        wanted: bool,
+        folder: Path | None = None,
+        train: str | None = None,
+        platform_tags: tuple[str, ...] = (),
+    ) -> None:
         self.wanted, self.folder, self.train = wanted, folder, train
+        self.target = cpp_target.decide(platform_tags, ())
+        self.arch = cpp_target.tag_arch(platform_tags)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cpp")
         self.futures: dict[tuple[str, tuple[str, ...]], Future[cpp_consumer.Prepared]] = {}
 
@@ -285,17 +305,29 @@ class _EarlyCpp:
         if not self.wanted:
             return
         if self.folder is not None:
-            sdk = cpp_cache.sdk_key(members, self.train, os.environ, pending)
+            sdk = cpp_cache.sdk_key(members, self.train, os.environ, pending, arch=self.arch)
             if sdk is not None and cpp_cache.seen(self.folder, sdk):
                 return
         for include_dir, (headers, _libs) in sdk_dirs(members, pending).items():
             if any(n.startswith(include_dir + "/") for n in pending):
                 continue  # a member under it is still being read
             key = (include_dir, headers)
-            self.futures[key] = self._pool.submit(cpp_consumer.prepare, include_dir, headers, members)
+            self.futures[key] = self._pool.submit(self._prepare, include_dir, headers, members)
+
+    def _prepare(
+        self, include_dir: str, headers: tuple[str, ...], members: list[Member]
+    ) -> cpp_consumer.Prepared:
+        return cpp_consumer.prepare(include_dir, headers, members, cpp_target.toolchain(self.target))
 
     def prepared(self) -> dict[tuple[str, tuple[str, ...]], cpp_consumer.Prepared]:
-        return {key: future.result() for key, future in self.futures.items()}
+        """The compiles done; one that found no compilers for the wheel's architecture is left to the
+        check, which may not need them (an SDK library of another architecture is told without a tool)
+        and otherwise stops the audit the same way."""
+        out = {}
+        for key, future in self.futures.items():
+            if not isinstance(future.exception(), ToolError):
+                out[key] = future.result()
+        return out
 
     def __enter__(self) -> _EarlyCpp:
         return self
@@ -314,7 +346,14 @@ def _cpp_consumer(
     Its findings read back from the cache ``folder`` when the same inputs were checked before, and kept
     there when final (:mod:`release.audit.cpp_cache`)."""
     t = time.perf_counter()
-    keys = cpp_cache.keys(wheel.members, expectation.train, os.environ) if folder is not None else None
+    arch = cpp_target.tag_arch(wheel.platform_tags)
+    if arch is None:  # the target is told by the libraries' ELF machine: not kept (a rare wheel)
+        folder = None
+    keys = (
+        cpp_cache.keys(wheel.members, expectation.train, os.environ, arch=arch)
+        if folder is not None
+        else None
+    )
     if folder is not None and keys is not None:
         found = cpp_cache.load(folder, keys)
         if found is not None:
