@@ -53,6 +53,8 @@ __all__ = ["AUDITWHEEL_PINNED", "analyze_abi"]
 
 AUDITWHEEL_PINNED = "6.8.2"  # the release whose policies and rules this analysis was checked against
 _LOADERS = ("ld64.so.2", "ld64.so.1")
+# an executable or a shared library: what a machine of another architecture cannot run or load
+_ET_EXEC, _ET_DYN = 2, 3
 _PYFPE = frozenset({"PyFPE_jbuf", "PyFPE_dummy", "PyFPE_counter"})
 Graded = Literal["claimed", "all"]
 
@@ -268,6 +270,7 @@ def _read_elves(
         architecture = get_wheel_architecture(wheel_name).value
     except (WheelToolsError, NonPlatformWheelError):
         architecture = None
+    tagged = architecture  # the architecture the wheel's platform tag names, where it names one
     try:
         libc = str(get_wheel_libc(wheel_name))
     except WheelToolsError:
@@ -285,6 +288,7 @@ def _read_elves(
     external: dict[Path, dict[str, ExternalReference]] = {}
     versioned: dict[str, set[str]] = defaultdict(set)
     ucs2 = pyfpe = platform_wheel = False
+    foreign: list[tuple[str, str]] = []  # (wheel path, architecture) of files built for another one
     purelib = [lib.path for lib in libs if lib.elf is not None and "purelib" in Path(lib.path).parts[:-1]]
     if purelib:
         raise _AbiFailure(
@@ -300,6 +304,8 @@ def _read_elves(
         if architecture is None:
             architecture = elf_arch
         elif elf_arch != architecture:
+            if tagged is not None and lib.elf is not None and lib.elf.elf_type in (_ET_EXEC, _ET_DYN):
+                foreign.append((lib.path, elf_arch))  # auditwheel only logs "ignoring"
             continue
         if tree.libc is not None:
             if libc is None:
@@ -323,6 +329,8 @@ def _read_elves(
             external[path] = external_references(policies, tree, root, reads)
         else:
             other_trees[path] = tree
+    if foreign:
+        raise _AbiFailure(_foreign_message(wheel_name, tagged or "", foreign))
     if not platform_wheel or architecture is None:
         raise NonPlatformWheelError(architecture, [])
     fixup_trees(python_trees, other_trees)
@@ -337,6 +345,22 @@ def _read_elves(
             trees[path] = tree
         external[path] = external_references(policies, tree, root, reads)
     return _Elves(policies, architecture, trees, external, dict(versioned), ucs2, pyfpe)
+
+
+def _foreign_message(wheel_name: str, tagged: str, foreign: Sequence[tuple[str, str]]) -> str:
+    """Files of another CPU architecture than the one the wheel's platform tag names, in words: pip installs
+    the wheel only on ``tagged`` machines, where none of them loads (auditwheel ignores them, with a log line)."""
+    platforms = [t for t in wheel_name.removesuffix(".whl").split("-")[-1].split(".") if t.endswith(tagged)]
+    path, arch = foreign[0]
+    more = ""
+    if len(foreign) > 1:
+        listed = ", ".join(f"{p} ({a})" for p, a in foreign[1:6])
+        more = f"; so are {listed}" + (f" and {len(foreign) - 6} more" if len(foreign) > 6 else "")
+    return (
+        f"{path} is an {arch} ELF file, but the wheel's platform tag {platforms[0] if platforms else tagged} is "
+        f"{tagged}: pip installs the wheel only on {tagged} machines, where it cannot be loaded{more}; build it "
+        f"for {tagged}, or tag the wheel for {arch}"
+    )
 
 
 def _empty(exclude: frozenset[str], graded: Graded) -> dict[str, Any]:
