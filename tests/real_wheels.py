@@ -206,3 +206,55 @@ def real_wheel(key: str) -> Path:
         return fetch(BY_KEY[key])
     except FetchError as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+# aarch64 CUDA wheels the audit judges on an x86_64 machine (tests/integration/test_audit_aarch64_real.py),
+# each with its x86_64 twin (the same project and version): the verdict must be the twin's. All four ship a
+# C++ SDK (nvidia/cu13/include next to nvidia/cu13/lib), which the C++ consumer links with a toolchain for
+# aarch64. Keyed apart from PINS: the file name's distribution part is the same for both architectures.
+AARCH64_PINS: tuple[Pin, ...] = (
+    _pin(
+        "nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl",
+        "ef9bcbe90493a2b9d810e43d249adb3d02e98dd30200d86607d8d02687c43f55",
+    ),
+    _pin(
+        "nvidia_cufile-1.15.1.6-py3-none-manylinux_2_27_aarch64.whl",
+        "bdc0deedc61f548bddf7733bdc216456c2fdb101d020e1ab4b88d232d5e2f6d1",
+    ),
+    _pin(
+        "nvidia_curand-10.4.0.35-py3-none-manylinux_2_27_aarch64.whl",
+        "133df5a7509c3e292aaa2b477afd0194f06ce4ea24d714d616ff36439cee349a",
+    ),
+    _pin(
+        "nvidia_nvjitlink-13.4.92-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl",
+        "25f74fad0d654271c921ac4dca614bd6258bc21791242fc7b2289dad7ae9c099",
+    ),
+)
+AARCH64_BY_KEY = {pin.key: pin for pin in AARCH64_PINS}
+# x86_64 twins of AARCH64_PINS that PINS does not hold (the others are PINS' own files)
+TWIN_PINS: tuple[Pin, ...] = (
+    _pin(
+        "nvidia_cuda_runtime-13.0.96-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+        "7f82250d7782aa23b6cfe765ecc7db554bd3c2870c43f3d1821f1d18aebf0548",
+    ),
+)
+
+
+def real_aarch64_wheel(key: str) -> Path:
+    """The pinned aarch64 wheel ``key`` (``nvidia_curand``), or the test fails saying why."""
+    try:
+        return fetch(AARCH64_BY_KEY[key])
+    except FetchError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def x86_64_twin(key: str) -> Path:
+    """The x86_64 wheel of the same project and version as the aarch64 pin ``key``."""
+    twin = AARCH64_BY_KEY[key].filename.split("-")[:3]
+    for pin in (*PINS, *TWIN_PINS):
+        if pin.filename.split("-")[:3] == twin and pin.filename.endswith("_x86_64.whl"):
+            try:
+                return fetch(pin)
+            except FetchError as exc:
+                pytest.fail(str(exc), pytrace=False)
+    pytest.fail(f"no x86_64 twin of {AARCH64_BY_KEY[key].filename} is pinned", pytrace=False)
