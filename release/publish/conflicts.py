@@ -9,19 +9,24 @@ two cases apart:
   interrupted upload, never installable. The one right action depends on the index:
   remove it and rerun where the index lets a removed name be uploaded again (the local index,
   a static folder, pypiserver, devpi), bump the build number where it never does (PyPI);
+- it is the audited wheel itself (its sha256 is the staged copy's): the listing is wrong, not
+  the file, and the advice says that (:func:`release.publish.readback.served_problem`);
 - anything else is another file: removed if it was never released, else a new build number.
 """
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from release.core.errors import StepFailed
 from release.policy.targets import KNOWN_INDEXES, IndexTarget
-from release.publish.index_client import Auth, IndexFile, Redactor, download
+from release.publish.index_client import Auth, IndexFile, Redactor, Served, download
 from release.publish.plan import Conflict, ruled
+from release.publish.readback import served_problem
 from release.publish.static_index import FILES_DIR, METADATA_SUFFIX
 
 
@@ -47,22 +52,34 @@ def removal_action(index: IndexTarget, remote_filename: str, local_folder: Path 
     )
 
 
-def truncated_length(
+@dataclass(frozen=True)
+class RemoteCopy:
+    """What the index served under a conflicting name, compared with the staged (audited) bytes."""
+
+    sha256: str
+    size: int
+    prefix: bool  # every byte served is the staged file's byte at that place
+
+    def truncated(self, staged_size: int) -> bool:
+        return self.prefix and self.size < staged_size
+
+
+def inspect_remote(
     staged: Path, remote: IndexFile, *, auth: Auth | None, timeout: tuple[float, float], redactor: Redactor
-) -> int | None:
-    """The length of the index's file when it is a strict prefix of ``staged``'s bytes; else None."""
-    size = staged.stat().st_size
+) -> RemoteCopy:
+    """Download the index's file once: its sha256, its length, and whether it is a prefix of ``staged``."""
+    digest = hashlib.sha256()
     state = {"seen": 0, "prefix": True}
     with staged.open("rb") as fh:
 
         def compare(chunk: bytes) -> None:
+            digest.update(chunk)
             if state["prefix"] and fh.read(len(chunk)) != chunk:
                 state["prefix"] = False
             state["seen"] += len(chunk)
 
         download(remote.url, auth=auth, timeout=timeout, redactor=redactor, sink=compare)
-    seen = int(state["seen"])
-    return seen if state["prefix"] and seen < size else None
+    return RemoteCopy(digest.hexdigest(), int(state["seen"]), bool(state["prefix"]))
 
 
 def describe_conflict(
@@ -76,16 +93,28 @@ def describe_conflict(
     timeout: tuple[float, float],
     redactor: Redactor,
 ) -> str:
-    """What the different file under ``conflict.filename`` is, and what to do about it."""
-    length: int | None = None
+    """What the different file under ``conflict.filename`` is, and what to do about it: a truncated
+    copy of this wheel, a listing that lies about a file that is this wheel, or another file."""
+    copy: RemoteCopy | None = None
     if remote is not None:
         try:
-            length = truncated_length(staged, remote, auth=auth, timeout=timeout, redactor=redactor)
+            copy = inspect_remote(staged, remote, auth=auth, timeout=timeout, redactor=redactor)
         except StepFailed:
-            length = None  # cannot read it: say what is known
-    if length is None:
-        return conflict.describe()
+            copy = None  # cannot read it: say what is known
     size = staged.stat().st_size
+    if copy is not None and copy.sha256 == conflict.local_sha256:
+        return str(
+            served_problem(
+                conflict.filename,
+                conflict.local_sha256,
+                conflict.remote_sha256,
+                Served(copy.sha256, copy.size),
+                replaced=conflict.describe(),
+            )
+        )
+    if copy is None or not copy.truncated(size):
+        return conflict.describe()
+    length = copy.size
     return ruled(
         "one-name-one-file",
         f"{conflict.filename}: the index holds a truncated copy of this wheel under its name: the "

@@ -287,15 +287,22 @@ def _get(
     accept: str,
     redactor: Redactor,
     sink: Callable[[bytes], None] | None = None,
+    restart: Callable[[], None] | None = None,
+    max_body: int = transport.MAX_BODY,
 ) -> transport.Response:
     """GET within one deadline (``timeout[1]`` seconds for the whole request, redirects included),
-    following redirects only within one origin (an index must answer for itself)."""
+    following redirects only within one origin (an index must answer for itself). ``restart()``
+    is called before each request (a redirect's body reached ``sink`` too: start again)."""
     clock = Clock(timeout[1])
     current = url
     headers = {"Accept": accept, "User-Agent": "wheelwright", **_auth_header(auth)}
     for _ in range(MAX_REDIRECTS + 1):
+        if restart is not None:
+            restart()
         try:
-            response = transport.get(current, headers=headers, clock=clock, connect_s=timeout[0], sink=sink)
+            response = transport.get(
+                current, headers=headers, clock=clock, connect_s=timeout[0], sink=sink, max_body=max_body
+            )
         except transport.DeadlinePassed:
             raise StepFailed(
                 f"{redactor(current)}: the index did not answer completely within {timeout[1]:g} s "
@@ -408,7 +415,9 @@ def download(
             raise StepFailed(f"{url}: cannot read: {exc.strerror}") from None
         return True
     chunks: list[bytes] = []
-    response = _get(url, auth=auth, timeout=timeout, accept="*/*", redactor=red, sink=chunks.append)
+    response = _get(
+        url, auth=auth, timeout=timeout, accept="*/*", redactor=red, sink=chunks.append, restart=chunks.clear
+    )
     if response.status == 404 and missing_ok:
         return False
     if response.status != 200:
@@ -418,19 +427,88 @@ def download(
     return True
 
 
-def remote_files(simple_url: str, project: str, **access: Unpack[Access]) -> dict[str, IndexFile]:
-    """``filename -> IndexFile`` of every file the index holds for ``project``; a file listed
-    without a sha256 is downloaded and hashed."""
+@dataclass(frozen=True)
+class Served:
+    """What an index served for one file's URL: the bytes' sha256 and length; ``sha256`` None when
+    more bytes came than the file can have (reading stopped there)."""
+
+    sha256: str | None
+    size: int
+
+    def describe(self) -> str:
+        if self.sha256 is None:
+            return f"more than {self.size - 1} bytes"
+        return f"sha256 {self.sha256}, {self.size} bytes"
+
+
+class _TooLong(Exception):
+    """More bytes came than the caller's limit: the download stops there."""
+
+
+class _Digest:
+    """A download's running sha256 and length, reset when a redirect starts it again."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.restart()
+
+    def restart(self) -> None:
+        self.hash = hashlib.sha256()
+        self.seen = 0
+
+    def update(self, chunk: bytes) -> None:
+        self.seen += len(chunk)
+        if self.seen > self.limit:
+            raise _TooLong
+        self.hash.update(chunk)
+
+
+def fetch_digest(url: str, *, limit: int, **access: Unpack[Access]) -> Served:
+    """Download ``url`` (streamed, never held whole) and hash it; at most ``limit`` bytes are read
+    (one more says there were more). StepFailed when it cannot be downloaded."""
+    red = access.get("redactor") or Redactor()
+    timeout = access.get("timeout", DEFAULT_TIMEOUT)
+    digest = _Digest(limit)
+    try:
+        if urlsplit(url).scheme == "file":
+            download(url, sink=digest.update, redactor=red)
+            return Served(digest.hash.hexdigest(), digest.seen)
+        response = _get(
+            url, auth=access.get("auth"), timeout=timeout, accept="*/*", redactor=red, sink=digest.update,
+            restart=digest.restart, max_body=limit + 1,
+        )  # fmt: skip
+    except _TooLong:
+        return Served(None, limit + 1)
+    if response.status != 200:
+        raise StepFailed(f"{red(url)}: download failed with HTTP {response.status}")
+    return Served(digest.hash.hexdigest(), digest.seen)
+
+
+def read_listing(simple_url: str, project: str, **access: Unpack[Access]) -> tuple[IndexFile, ...]:
+    """Every entry the index lists for ``project``, in its order, duplicates kept
+    (:mod:`release.publish.listing` judges them); an entry without a sha256 is downloaded and hashed."""
     clean, auth, red = _reach(simple_url, access.get("auth"), access.get("redactor"))
     timeout = access.get("timeout", DEFAULT_TIMEOUT)
-    out: dict[str, IndexFile] = {}
+    out: list[IndexFile] = []
     for f in read_project(clean, project, auth=auth, timeout=timeout, redactor=red):
         if f.sha256 is None:
             digest = hashlib.sha256()
             download(f.url, auth=auth, timeout=timeout, redactor=red, sink=digest.update)
             f = IndexFile(f.filename, f.url, digest.hexdigest())
-        out[f.filename] = f
-    return out
+        out.append(f)
+    return tuple(out)
+
+
+def by_name(files: Iterable[IndexFile]) -> dict[str, IndexFile]:
+    """``filename -> IndexFile``; of a name listed twice, the last entry (what pip takes). Judge
+    duplicates first (:mod:`release.publish.listing`): this view hides them."""
+    return {f.filename: f for f in files}
+
+
+def remote_files(simple_url: str, project: str, **access: Unpack[Access]) -> dict[str, IndexFile]:
+    """``filename -> IndexFile`` of every file the index holds for ``project`` (:func:`by_name` of
+    :func:`read_listing`: a name listed twice shows its last entry)."""
+    return by_name(read_listing(simple_url, project, **access))
 
 
 def remote_hashes(simple_url: str, project: str, **access: Unpack[Access]) -> dict[str, str]:

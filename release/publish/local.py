@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from release import records
 from release.core.errors import InputError
@@ -51,6 +52,15 @@ def collect_wheels(source: Path | Sequence[Path], variant: str) -> tuple[list[Pa
     return paths, problems
 
 
+class Loaded(NamedTuple):
+    """The wheels whose audit record lets publish go on, every problem, and those of the problems
+    that are bad input (a record the one reader refuses: edited, malformed; exit 2)."""
+
+    wheels: list[LocalWheel]
+    problems: list[str]
+    malformed: list[str]
+
+
 def load_audited_wheels(
     paths: Sequence[Path],
     *,
@@ -58,7 +68,7 @@ def load_audited_wheels(
     variant: str | None,
     rows: Sequence[Row] | None = None,
     policy_path: str = "rows.toml",
-) -> tuple[list[LocalWheel], list[str]]:
+) -> Loaded:
     """Hash every wheel and check it against its audit record. Returns wheels and problems.
 
     With ``rows``, each wheel must be the wheel of the row its file name claims
@@ -66,9 +76,16 @@ def load_audited_wheels(
     """
     wheels: list[LocalWheel] = []
     problems: list[str] = []
+    malformed: list[str] = []
     for path in paths:
         try:
             record = records.read(path, records.AuditRecord)
+        except InputError as exc:
+            unread = ruled("record-chain", str(exc))
+            problems.append(unread)
+            malformed.append(unread)
+            continue
+        try:
             sha = sha256_file(path)
             size = path.stat().st_size
             row_id = (
@@ -87,4 +104,4 @@ def load_audited_wheels(
             problems.append(problem or f"{path.name}: no audit record")
             continue
         wheels.append(LocalWheel(path, path.name, sha, record.row, size))
-    return wheels, problems
+    return Loaded(wheels, problems, malformed)

@@ -66,6 +66,7 @@ Hook = Callable[[str, str], None]  # (event, filename): "before-upload", "upload
 RULES: dict[str, str] = {
     "record-chain": "a wheel needs a passing audit and smoke record of its bytes, its row and this rows.toml",
     "re-audit": "publish audits the exact bytes it sends again, against this rows.toml; a record is no permission",
+    "sealed-bytes": "the bytes uploaded are the bytes audited again: hashed after the audit, before and after each upload",
     "gpu-evidence": "a non-rehearsal release needs, per CUDA variant, a GPU smoke run with its probe's evidence",
     "expected-set": "a variant's index receives exactly the release's files for that variant",
     "size-limit": "no file over the index's per-file limit",
@@ -204,6 +205,12 @@ def _file_identity(filename: str) -> tuple[str, str, str] | None:
 def file_key(filename: str) -> str:
     ident = _file_identity(filename)
     return ident[2] if ident else filename
+
+
+def release_of(filename: str) -> tuple[str, str] | None:
+    """(normalized project, public version) of a wheel or sdist filename; None for anything else."""
+    ident = _file_identity(filename)
+    return (ident[0], ident[1]) if ident else None
 
 
 def check_audit_record(

@@ -4,10 +4,13 @@ A record beside a wheel is a cache and a report, never a permission: anyone who 
 ``dist/`` can write ``"passed": true``, or a whole record with the right sha256. So before
 any upload publish
 
-- copies every wheel into its private staging folder, checks the copy is the bytes the
-  records name, and runs the audit again on that copy (the very file twine will send) against
-  the current rows.toml (:func:`stage_and_reaudit`): any failing finding refuses the wheel,
-  naming the finding;
+- copies every wheel into its private staging folder (outside dist/, mode 0700:
+  :mod:`release.publish.session`), checks the copy is the bytes the records name, and runs the
+  audit again on that copy (the very file twine will send) against the current rows.toml, cold:
+  without the C++ consumer's cache, whose entries are files anyone with this user's rights can
+  edit (:func:`stage_and_reaudit`). Any failing finding refuses the wheel, naming the finding.
+  The copy is hashed again after the audit and made read-only; :mod:`release.publish.seal`
+  hashes it before and after each upload;
 - for a non-rehearsal target, needs per CUDA variant one smoke record whose evidence shows a
   passing run on a GPU (:func:`gpu_evidence_problem`): the probe's whole report, with the GPU
   count, name and driver, judged again by the smoke stage's own rules and consistent with the
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +36,7 @@ from release.core.errors import InputError, StepFailed
 from release.core.hashing import sha256_file
 from release.policy.matrix import Row
 from release.policy.model import Project
+from release.publish import seal
 from release.publish.plan import LocalWheel, Log, ruled
 from release.records import SmokeRecord
 from release.smoke.evaluate import evaluate
@@ -72,14 +77,19 @@ def reaudit_problem(filename: str, result: AuditResult) -> str | None:
 
 
 def stage(wheel: LocalWheel, folder: Path) -> Path:
-    """Copy the wheel into the private ``folder`` and check the copy is the bytes the records name.
+    """Copy the wheel into the private ``folder`` (made 0700 when missing); the copy's path.
 
-    twine uploads the copy, so nothing can change the file between the audit and the upload.
+    twine uploads the copy; :mod:`release.publish.seal` checks it is still the audited bytes
+    immediately before and after each upload.
     """
-    folder.mkdir(parents=True, exist_ok=True)
     staged = folder / wheel.filename
     try:
-        shutil.copyfile(wheel.path, staged)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        staged.unlink(missing_ok=True)  # an earlier prepare's copy in this session
+        with wheel.path.open("rb") as src:
+            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
     except OSError as exc:
         raise StepFailed(f"{wheel.filename}: cannot stage for upload in {folder}: {exc.strerror}") from None
     return staged
@@ -113,7 +123,7 @@ def stage_and_reaudit(
             continue
         log(f"  re-auditing {wheel.filename} (the staged copy publish will upload)")
         try:
-            result = audit_wheel(staged, expectation_for(wheel))
+            result = audit_wheel(staged, expectation_for(wheel), remember=False)  # a cache is no permission
         except InputError as exc:  # not a readable wheel, whatever its record says
             problems.append(
                 ruled(
@@ -122,10 +132,15 @@ def stage_and_reaudit(
                 )
             )
             continue
-        problem = reaudit_problem(wheel.filename, result)
+        problem = reaudit_problem(wheel.filename, result) or seal.seal_problem(
+            wheel.filename, wheel.sha256, seal.current_sha256(staged), "after the re-audit"
+        )
+        if problem is None and result.sha256 != wheel.sha256:  # the audit hashed other bytes
+            problem = seal.seal_problem(wheel.filename, wheel.sha256, result.sha256, "after the re-audit")
         if problem is not None:
             problems.append(problem)
             continue
+        seal.seal(staged)
         done.append(
             Reaudited(
                 dataclasses.replace(wheel, path=staged),

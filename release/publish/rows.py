@@ -113,14 +113,22 @@ class Ready:
     smoke: records.SmokeRecord
 
 
+class Unready(list[str]):
+    """The problems of rows that are not ready; ``malformed``: those that are bad input (a record the
+    one reader refuses: edited or malformed, exit 2)."""
+
+    malformed: int = 0
+
+
 def _chained(
-    wheel: Path, cls: type[records.R], *, sha256: str, row: Row, policy_sha256: str, problems: list[str]
+    wheel: Path, cls: type[records.R], *, sha256: str, row: Row, policy_sha256: str, problems: Unready
 ) -> records.R | None:
     """The wheel's record of this kind when it lets publish go on; else None, with the problem."""
     try:
         record = records.read(wheel, cls)
     except InputError as exc:
-        problems.append(str(exc))
+        problems.append(ruled("record-chain", str(exc)))
+        problems.malformed += 1
         return None
     why = records.chain_problem(
         record, cls, filename=wheel.name, sha256=sha256, step="publish", row_id=row.id,
@@ -132,10 +140,10 @@ def _chained(
     return record
 
 
-def check_ready(rows: Sequence[Row], dist: Path, *, policy_sha256: str) -> tuple[list[Ready], list[str]]:
+def check_ready(rows: Sequence[Row], dist: Path, *, policy_sha256: str) -> tuple[list[Ready], Unready]:
     """Each row's wheel and the records of the steps before publish, checked; and every problem."""
     ready: list[Ready] = []
-    problems: list[str] = []
+    problems = Unready()
     for row in rows:
         found = records.wheels_for_row(dist, row)
         problem = records.one_wheel_problem(dist, row, found, "publish")
@@ -240,11 +248,12 @@ def publish_rows(
     with publish_session(dist, env=env, log=say) as session:
         ready, problems = check_ready(rows, dist, policy_sha256=psha)
         if problems:
-            raise CheckFailed(
+            text = (
                 f"nothing was published: {len(rows) - len(ready)} of {len(rows)} row(s) are not ready (each "
                 "needs one wheel in dist/ with a passing audit record and a passing smoke record, bound to "
                 "its sha256, its row and this policy):\n  - " + "\n  - ".join(problems)
             )
+            raise InputError(text) if problems.malformed else CheckFailed(text)
         if not pt.rehearsal:
             gate = gpu_gate_problem(policy, ready)
             if gate:

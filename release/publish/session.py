@@ -1,11 +1,14 @@
 """One publishing run over a dist/ folder: its lock held, its private staging folder, cleaned up.
 
 :func:`publish_session` takes dist/'s lock (:mod:`release.publish.lock`: a second run waits,
-then refuses naming the first), then makes ``dist/.publish/staging-<pid>-*``, where every
-wheel is copied, audited again and uploaded from. The folder goes on every way out of the
-``with`` block, an error or Ctrl-C included. A ``kill -9`` runs no cleanup; the next run,
-holding the lock, removes every staging folder it finds (no other run can be using one) and
-says so.
+then refuses naming the first), then makes the run's private staging folder **outside dist/**
+(the folder the threat model distrusts: anyone who can write it can swap a file there):
+``<temp dir>/wheelwright-publish-<pid>-*``, mode 0700, owned by this user, checked as such after
+it is made. Every wheel is copied there, audited again and uploaded from there
+(:mod:`release.publish.reverify`, :mod:`release.publish.seal`). The folder goes on every way out
+of the ``with`` block, an error or Ctrl-C included. A ``kill -9`` runs no cleanup; the next run
+removes every staging folder of this user whose run is gone (its pid no longer lives) and says
+so; one of a run still alive is never touched.
 """
 
 from __future__ import annotations
@@ -13,16 +16,19 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.core.errors import StepFailed
 from release.publish import lock
 from release.publish.plan import Log
 
-STATE_DIR = ".publish"
-STAGING_PREFIX = "staging-"
+STATE_DIR = ".publish"  # dist/.publish: where staging folders were kept before (swept, never made)
+STAGING_PREFIX = "wheelwright-publish-"
+LEGACY_PREFIX = "staging-"
 
 
 @dataclass(frozen=True)
@@ -32,31 +38,77 @@ class Session:
     holder: lock.Holder
 
 
-def sweep_staging(state: Path, log: Log) -> list[Path]:
-    """Remove the staging folders of runs that ended without cleaning up (call it holding the lock)."""
+def staging_root(env: Mapping[str, str]) -> Path:
+    """Where staging folders are made: ``TMPDIR`` (as :mod:`tempfile` reads it), else the system's."""
+    value = env.get("TMPDIR", "")
+    return Path(value) if value and Path(value).is_dir() else Path(tempfile.gettempdir())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _pid_of(name: str, prefix: str) -> int | None:
+    head = name.removeprefix(prefix).split("-", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def sweep_staging(root: Path, log: Log, *, legacy: Path | None = None) -> list[Path]:
+    """Remove the staging folders of runs that ended without cleaning up: this user's folders
+    under ``root`` whose run's pid no longer lives (and, under ``legacy``, dist/.publish, the
+    place an earlier version kept them; call it holding dist/'s lock)."""
     removed: list[Path] = []
-    if not state.is_dir():
-        return removed
-    for folder in sorted(state.glob(f"{STAGING_PREFIX}*")):
-        pid = folder.name.removeprefix(STAGING_PREFIX).split("-", 1)[0]
-        if pid == str(os.getpid()):
-            continue  # this process's own (a nested session)
+    me = os.getuid()
+    found = [(f, STAGING_PREFIX) for f in sorted(root.glob(f"{STAGING_PREFIX}*"))]
+    if legacy is not None and legacy.is_dir():
+        found += [(f, LEGACY_PREFIX) for f in sorted(legacy.glob(f"{LEGACY_PREFIX}*"))]
+    for folder, prefix in found:
+        pid = _pid_of(folder.name, prefix)
+        try:
+            st = folder.lstat()
+        except OSError:
+            continue
+        if pid is None or pid == os.getpid() or not stat.S_ISDIR(st.st_mode) or st.st_uid != me:
+            continue
+        if prefix == STAGING_PREFIX and _alive(pid):
+            continue  # another run's, still going (any dist/)
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
         log(f"removed {folder}: a staging folder left by an earlier run (pid {pid}) that was killed")
     return removed
 
 
+def make_staging(root: Path) -> Path:
+    """A fresh private folder for this run: mode 0700, owned by this user (checked, not assumed)."""
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=root))
+        st = folder.lstat()
+    except OSError as exc:
+        raise StepFailed(f"cannot make a private staging folder in {root}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) != 0o700:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise StepFailed(
+            f"{folder}: the staging folder is not this user's private folder (mode "
+            f"{stat.S_IMODE(st.st_mode):o}, uid {st.st_uid}); set TMPDIR to a folder only you can write"
+        )
+    return folder
+
+
 @contextlib.contextmanager
 def publish_session(
     dist: Path, *, env: Mapping[str, str], log: Log, command: str | None = None
 ) -> Iterator[Session]:
-    """Hold dist/'s lock and a fresh staging folder for the ``with`` block; both go at its end."""
+    """Hold dist/'s lock and a fresh private staging folder for the ``with`` block; both go at its end."""
     with lock.hold(dist, what="dist/", command=command, wait_s=lock.wait_from_env(env), log=log) as me:
-        state = dist / STATE_DIR
-        state.mkdir(parents=True, exist_ok=True)
-        sweep_staging(state, log)
-        staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=state))
+        root = staging_root(env)
+        sweep_staging(root, log, legacy=dist / STATE_DIR)
+        staging = make_staging(root)
         try:
             yield Session(dist, staging, me)
         finally:

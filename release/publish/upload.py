@@ -33,9 +33,19 @@ from release.core.errors import CheckFailed, InputError, StepFailed
 from release.policy.matrix import expand
 from release.policy.model import Policy
 from release.policy.targets import IndexTarget, Target
+from release.publish import seal
 from release.publish.conflicts import describe_conflict
 from release.publish.deadlines import Clock, Deadlines, deadlines_for, dies_with_parent
-from release.publish.index_client import Auth, IndexFile, Redactor, remote_files
+from release.publish.index_client import (
+    Auth,
+    IndexFile,
+    Redactor,
+    Served,
+    by_name,
+    fetch_digest,
+    read_listing,
+)
+from release.publish.listing import listing_problems
 from release.publish.local import collect_wheels, load_audited_wheels
 from release.publish.plan import (
     MIB,
@@ -53,12 +63,13 @@ from release.publish.plan import (
     file_key,
     plan_publish,
     read_auth,
+    release_of,
     resolve_credentials,
     ruled,
     twine_command,
     twine_env,
-    verify_published,
 )
+from release.publish.readback import download_limit, served_problem
 from release.publish.reverify import Reaudited, stage_and_reaudit
 from release.publish.session import Session, publish_session
 from release.publish.static_index import add_wheels, write_static_index
@@ -80,26 +91,37 @@ class _Index:
     redactor: Redactor
     timeout: tuple[float, float]  # (connect, whole request)
 
-    def files(self) -> dict[str, IndexFile]:
-        out: dict[str, IndexFile] = {}
+    def listing(self) -> tuple[IndexFile, ...]:
+        """Every entry of every project page, in the index's order, duplicates kept."""
+        out: list[IndexFile] = []
         for project in self.projects:
-            out.update(
-                remote_files(
-                    self.index.simple_url,
-                    project,
-                    auth=self.auth,
-                    timeout=self.timeout,
-                    redactor=self.redactor,
-                )
+            out += read_listing(
+                self.index.simple_url, project, auth=self.auth, timeout=self.timeout, redactor=self.redactor
             )
-        return out
+        return tuple(out)
+
+    def files(self) -> dict[str, IndexFile]:
+        return by_name(self.listing())
 
     def read(self) -> dict[str, str]:
         return {name: str(f.sha256) for name, f in self.files().items()}
 
+    def served(self, f: IndexFile, size: int, deadlines: Deadlines) -> Served:
+        """Download the file the listing names (deadline: an upload's, for its size) and hash it."""
+        return fetch_digest(
+            f.url,
+            limit=download_limit(size),
+            auth=self.auth,
+            timeout=(deadlines.connect_s, deadlines.for_upload(size)),
+            redactor=self.redactor,
+        )
 
-def _refuse(header: str, problems: Sequence[str]) -> CheckFailed:
-    return CheckFailed(header + "\n" + "\n".join(f"  - {p}" for p in problems) + "\nnothing was uploaded")
+
+def _refuse(header: str, problems: Sequence[str], *, bad_input: bool = False) -> CheckFailed | InputError:
+    """The refusal of ``problems``: CheckFailed (1), or InputError (2) when one is bad input (an
+    edited or malformed record)."""
+    text = header + "\n" + "\n".join(f"  - {p}" for p in problems) + "\nnothing was uploaded"
+    return InputError(text) if bad_input else CheckFailed(text)
 
 
 @dataclass
@@ -176,14 +198,14 @@ def prepare_publish(
 
     rows = expand(policy)
     paths, problems = collect_wheels(wheels, variant)
-    local, audit_problems = load_audited_wheels(
+    local, audit_problems, malformed = load_audited_wheels(
         paths, policy_sha256=policy.sha256, variant=variant, rows=rows, policy_path=policy.path
     )
     problems += audit_problems
     problems += check_local_set((p.name for p in paths), expected_files)
     problems += check_sizes(local, index.max_wheel_mib)
     if problems:
-        raise _refuse(header, problems)
+        raise _refuse(header, problems, bad_input=bool(malformed))
     if not local:
         raise InputError(f"no {variant} wheels to publish to {target.name!r}")
 
@@ -202,12 +224,16 @@ def prepare_publish(
     projects = tuple(sorted({parse_wheel_filename(w.filename)[0] for w in staged}))
     remote = _Index(index, projects, auth, red, limits.timeout)
     try:
-        files = remote.files()
+        listing = remote.listing()
     except StepFailed as exc:
         raise StepFailed(
             f"publish to {target.name!r} ({variant}): reading the index failed: {exc}"
             "\nnothing was uploaded; rerun when the index answers"
         ) from None
+    problems = listing_problems(listing, _releases(staged), local_folder=local_folder)
+    if problems:
+        raise _refuse(f"{header} the index's listing is wrong:", problems)
+    files = by_name(listing)
     plan = plan_publish(staged, {n: str(f.sha256) for n, f in files.items()})
     if not plan.ok:
         by_key = {file_key(n): f for n, f in files.items()}
@@ -256,11 +282,12 @@ def execute_publish(
 ) -> PublishReport:
     """Upload what the plan says, one staged file per twine call, then read the index back.
 
-    ``hook(event, filename)`` is called with ``before-upload`` and ``uploaded``. The read-back
-    waits up to the deadlines' ``read_back_s`` for files still missing (a CDN in front of an
-    index may lag), never for a wrong or unexpected file. Raises StepFailed when an upload or
-    the index fails or runs past its deadline (rerunning resumes), or CheckFailed when the index
-    refused a file or does not hold exactly the audited set.
+    ``hook(event, filename)`` is called with ``before-upload`` and ``uploaded``; each staged file
+    is hashed right after ``before-upload`` and right after its upload (:mod:`release.publish.seal`).
+    The read-back (:func:`_read_back`) downloads every file this run uploaded. Raises StepFailed
+    when an upload or the index fails or runs past its deadline (rerunning resumes), or CheckFailed
+    when a staged file changed, the index refused a file or does not hold and serve exactly the
+    audited set.
     """
     p = prepared
     red, plan = p.redactor, p.plan
@@ -289,21 +316,14 @@ def execute_publish(
     if not plan.to_upload:
         say("  nothing to upload: every audited wheel is already on the index")
 
-    clock = Clock(p.deadlines.read_back_s)
-    while True:
-        try:
-            remote = p.remote.read()
-        except StepFailed as exc:
-            raise StepFailed(
-                f"after uploading, reading {p.where} back failed: {exc}"
-                f"\n{_so_far(uploaded, p)}; rerun the same command to check and complete: files "
-                "already on the index with the audited sha256 are skipped"
-            ) from None
-        now = plan_publish(p.local, remote)
-        if not now.to_upload or not now.ok or clock.expired:
-            break
-        time.sleep(min(2.0, clock.left()))
-    problems = verify_published(p.local, remote)
+    try:
+        problems = _read_back(p, uploaded)
+    except StepFailed as exc:
+        raise StepFailed(
+            f"after uploading, reading {p.where} back failed: {exc}"
+            f"\n{_so_far(uploaded, p)}; rerun the same command to check and complete: files "
+            "already on the index with the audited sha256 are skipped"
+        ) from None
     if problems:
         raise CheckFailed(
             f"after publishing to {p.where} the index does not hold exactly the audited set:\n"
@@ -313,7 +333,8 @@ def execute_publish(
     extra = f", {len(raced)} uploaded by someone else meanwhile" if raced else ""
     say(
         f"publish: verified {len(p.local)} file(s) on {p.target.name} ({p.variant}): {len(uploaded)} "
-        f"uploaded by this run, {len(plan.skip_same)} already there{extra}"
+        f"uploaded by this run (downloaded back: the audited bytes), {len(plan.skip_same)} already "
+        f"there{extra}"
     )
     return PublishReport(
         p.target.name,
@@ -324,6 +345,55 @@ def execute_publish(
         tuple(sorted(w.filename for w in p.local)),
         tuple(raced),
     )
+
+
+def _releases(wheels: Sequence[LocalWheel]) -> set[tuple[str, str]]:
+    return {r for w in wheels if (r := release_of(w.filename)) is not None}
+
+
+def _read_back(p: PreparedPublish, uploaded: Sequence[str]) -> list[str]:
+    """What is wrong with the index after this run's uploads (StepFailed when it cannot be read).
+
+    Waits up to the deadlines' ``read_back_s`` for files still missing (a CDN in front of an
+    index may lag), never for a wrong or unexpected file. Then: every name listed once
+    (:mod:`release.publish.listing`); every audited file listed with its sha256, nothing else of
+    this release's version; a file listed with another sha256 downloaded, to tell a lying listing
+    from another file (:mod:`release.publish.readback`); every file this run uploaded downloaded
+    and its bytes' sha256 compared with the audited one.
+    """
+    clock = Clock(p.deadlines.read_back_s)
+    while True:
+        listing = p.remote.listing()
+        files = by_name(listing)
+        now = plan_publish(p.local, {n: str(f.sha256) for n, f in files.items()})
+        if not now.to_upload or not now.ok or clock.expired:
+            break
+        time.sleep(min(2.0, clock.left()))
+    problems = listing_problems(listing, _releases(p.local), local_folder=p.local_folder)
+    problems += [ruled("read-back", f"{w.filename}: not on the index after uploading") for w in now.to_upload]
+    by_key = {file_key(n): f for n, f in files.items()}
+    audited = {w.filename: w for w in p.local}
+    for c in now.conflicts:
+        wheel, there = audited[c.filename], by_key[file_key(c.remote_filename)]
+        served = p.remote.served(there, wheel.size, p.deadlines)
+        problems.append(
+            str(served_problem(c.filename, c.local_sha256, c.remote_sha256, served, replaced=c.describe()))
+        )
+    problems += PublishPlan((), (), (), now.unexpected).problems()
+    if problems:
+        return problems
+    for name in uploaded:  # verified means downloaded: the bytes this run sent, as the index serves them
+        wheel, there = audited[name], by_key[file_key(name)]
+        problem = served_problem(
+            name,
+            wheel.sha256,
+            str(there.sha256),
+            p.remote.served(there, wheel.size, p.deadlines),
+            replaced="the file was replaced",  # listed with the audited sha256 here: never said
+        )
+        if problem is not None:
+            problems.append(problem)
+    return problems
 
 
 def publish(
@@ -393,12 +463,23 @@ def _run_twine(wheel: LocalWheel, p: PreparedPublish) -> tuple[bool, str, float 
     return result.returncode == 0, result.stdout + "\n" + result.stderr, None
 
 
-def _upload_one(wheel: LocalWheel, p: PreparedPublish, uploaded: Sequence[str], say: Log) -> Outcome:
-    """Upload one staged wheel; on any failure read the index back and say exactly what is there."""
+def _send(wheel: LocalWheel, p: PreparedPublish) -> tuple[bool, str, float | None]:
+    """One upload of the staged file: twine, or a copy into a static index folder."""
     if p.index.upload_url.startswith("file://"):
         _add_to_static(wheel.path, p.index)
-        return "uploaded"
-    ok, output, killed_at = _run_twine(wheel, p)
+        return True, "", None
+    return _run_twine(wheel, p)
+
+
+def _upload_one(wheel: LocalWheel, p: PreparedPublish, uploaded: Sequence[str], say: Log) -> Outcome:
+    """Upload one staged wheel, sealed (:func:`release.publish.seal.sealed_upload`: hashed right
+    before and right after); on any failure read the index back and say exactly what is there."""
+    try:
+        ok, output, killed_at = seal.sealed_upload(
+            wheel.path, wheel.filename, wheel.sha256, lambda: _send(wheel, p)
+        )
+    except CheckFailed as exc:
+        raise CheckFailed(f"{exc}\n{_so_far(uploaded, p)}") from None
     if ok:
         return "uploaded"
     red = p.redactor

@@ -20,11 +20,13 @@ __all__ = ["DEFAULT_INDEX_ROOT", "DEFAULT_POLICY", "add_verify_parser", "main"]
 DEFAULT_POLICY = "rows.toml"
 DEFAULT_INDEX_ROOT = Path(".wheelwright") / "index"
 DESCRIPTION = (  # release/publish/verify.py's second paragraph
-    "For every variant the manifest names: every file it lists is on the target's index for that variant "
-    "with its sha256, and the index holds no other file of this release's project and version. Where "
-    "wheelwright placed the manifest beside the wheels (the local index, a static index), the index's copy "
-    "must be the manifest's bytes. Exit 0 when every index agrees, 1 when one does not (each problem named, "
-    "with its rule), 2 for bad input, 4 when an index cannot be read."
+    "For every variant the manifest names: every file it lists is on the target's index for that variant, "
+    "listed once, with its sha256, and downloaded: the bytes the index serves have the manifest's sha256; "
+    "the index holds no other file of this release's project and version. Where wheelwright placed the "
+    "manifest beside the wheels (the local index, a static index), the index's copy must be the manifest's "
+    "bytes. --listing-only compares the listing alone (fast, nothing downloaded; an index that serves other "
+    "bytes than it lists passes it, and the output says so). Exit 0 when every index agrees, 1 when one "
+    "does not (each problem named, with its rule), 2 for bad input, 4 when an index cannot be read."
 )
 
 
@@ -49,6 +51,12 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN4
         "--index-root",
         default=str(DEFAULT_INDEX_ROOT),
         help="a local-server target's index folder (default: %(default)s)",
+    )
+    p.add_argument(
+        "--listing-only",
+        action="store_true",
+        help="compare the index's listing only (fast): no file is downloaded, so an index that serves "
+        "other bytes than it lists passes; the output says it was a listing-only check",
     )
     p.set_defaults(func=_run)
     return p

@@ -20,6 +20,7 @@ from conftest_index import (
     row_of,
     write_smoke_record,
 )
+from test_publish_readback import LyingProxy
 
 from release.cli import main as release_main
 from release.core.errors import StepFailed
@@ -187,3 +188,89 @@ def test_upload_credentials_read_only_the_uploads_own_server() -> None:
     named = IndexTarget("cpu", "pypi", "pypi", None)
     assert read_auth(same, creds) == ("user", "secret")
     assert read_auth(cdn, creds) is None and read_auth(named, creds) is None and read_auth(same, None) is None
+
+
+def _proxied(rehearsed: Rehearsed, proxy: LyingProxy) -> list[str]:
+    """verify's arguments for a target whose indexes are the rehearsal's behind ``proxy``."""
+    targets = "\n[target.proxied]\nrehearsal = true\n" + "".join(
+        f'index.{v} = {{ upload_url = "{proxy.url(f"/{v}/")}", simple_url = "{proxy.url(f"/{v}/simple/")}" }}\n'
+        for v in ("cpu", "cu130")
+    )
+    policy = publish_policy(rehearsed.root / "proxied", targets=targets, pythons=("3.12",))
+    manifest = rehearsed.dist / f"{PROJECT}-1.5.0{mf.SUFFIX}"
+    return ["--target", "proxied", "--policy", policy.path, "--manifest", str(manifest)]
+
+
+@pytest.fixture
+def lying(rehearsed: Rehearsed) -> Iterator[LyingProxy]:
+    proxy = LyingProxy(rehearsed.index.port)
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
+def test_verify_downloads_every_file_and_fails_on_other_bytes_under_a_correct_listing(
+    rehearsed: Rehearsed, lying: LyingProxy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = _proxied(rehearsed, lying)
+    assert verify_main(args) == 0  # nothing lies yet: every file downloaded, the manifest's bytes
+    out = capsys.readouterr().out
+    assert "1 file(s), each downloaded, its bytes' sha256 the manifest's, nothing else" in out
+    assert "(each downloaded and hashed)" in out
+
+    wheel = next(w for w in rehearsed.wheels if "+cu130" in w.name)
+    other = release_wheel(
+        rehearsed.root / "other", rehearsed.policy, "cu130-py312-x86_64", extra={"x/x": b"x"}
+    )
+    lying.serve = other.read_bytes()  # every download: other bytes; the listing: the index's, correct
+    assert verify_main(args) == 1
+    out = capsys.readouterr().out
+    assert (
+        f"✗ cu130 ({lying.url('/cu130/simple/')}): {wheel.name}: the index lists the audited sha256 "
+        f"{sha256_file(wheel)}, but the file it serves is other bytes (sha256 {sha256_file(other)}"
+    ) in out
+    assert "FAILED: 2 problem(s)" in out  # the cpu wheel too: every download lies
+
+    assert verify_main([*args, "--listing-only"]) == 0  # the fast path keeps the listing's word, and says so
+    out = capsys.readouterr().out
+    assert "each listed with its sha256 (listing only: not downloaded)" in out
+    assert "(listing only: the files were not downloaded)" in out
+
+
+def test_verify_tells_a_lying_listing_from_a_replaced_file(
+    rehearsed: Rehearsed, lying: LyingProxy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wheel = next(w for w in rehearsed.wheels if "+cu130" in w.name)
+    lying.listed = {wheel.name: "e" * 64}
+    args = _proxied(rehearsed, lying)
+    assert verify_main(args) == 1
+    out = capsys.readouterr().out
+    assert (
+        f"{wheel.name}: the index lists sha256 {'e' * 64}, but the file it serves is the audited one" in out
+    )
+    assert "the listing is wrong, not the file. Do not remove the file" in out and "was replaced" not in out
+    assert verify_main([*args, "--listing-only"]) == 1  # without a download, only the listing can be named
+    out = capsys.readouterr().out
+    assert f"{wheel.name}: on the index with sha256 {'e' * 64}, the manifest says {sha256_file(wheel)}" in out
+    assert "(the listing says so; not downloaded): the file was replaced" in out
+
+
+def test_verify_fails_on_a_name_listed_twice(
+    rehearsed: Rehearsed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wheel = next(w for w in rehearsed.wheels if "+cu130" in w.name)
+    other = release_wheel(
+        rehearsed.root / "other", rehearsed.policy, "cu130-py312-x86_64", extra={"x/x": b"x"}
+    )
+    sub = rehearsed.index.folder("cu130") / "sub"
+    sub.mkdir()
+    (sub / wheel.name).write_bytes(other.read_bytes())
+    for extra in ((), ("--listing-only",)):
+        assert rehearsed.verify(*extra) == 1
+        out = capsys.readouterr().out
+        assert f"{wheel.name}: the index lists this name 2 times, and its entries disagree" in out
+        assert (
+            f"uv the first (sha256 {sha256_file(other)}), pip the last (sha256 {sha256_file(wheel)})" in out
+        )
+        assert f"keep {rehearsed.index.folder('cu130') / wheel.name}, remove the other copies" in out

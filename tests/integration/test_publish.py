@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -42,7 +43,7 @@ from release.publish.channels import ChannelRule, check_channels
 from release.publish.index_client import read_project, remote_hashes, resolve_simple_url
 from release.publish.local_index import LocalIndex, attach, local_index, start_detached, stop
 from release.publish.plan import STOP_AFTER_ENV, PublishReport
-from release.publish.session import publish_session
+from release.publish.session import STAGING_PREFIX, publish_session
 from release.publish.static_index import build_static_index
 from release.publish.upload import execute_publish, prepare_publish, publish
 
@@ -105,7 +106,8 @@ def test_publish_then_pip_install_then_rerun_skips(
     assert _index_state(index, "cpu") == {}
     assert cpu.name not in os.listdir(index.folder("cu130"))
     assert any(line.startswith("  re-auditing ") for line in lines)  # the staged bytes, audited again
-    assert not list((dist / ".publish").iterdir())  # the staging folder is gone
+    assert not (dist / ".publish").exists()  # nothing of the run is staged inside dist/
+    assert not list(Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}{os.getpid()}-*"))  # and it is gone
 
     result = install_venv.install(index.simple_url("cu130"), f"{PROJECT}==1.5.0+cu130")
     assert result.returncode == 0, result.stderr
@@ -287,11 +289,14 @@ def publisher_command(
     target: Target, dist: Path, policy: Policy, index: LocalIndex, home: Path, **extra_env: str
 ) -> tuple[list[str], dict[str, str]]:
     """A child Python that publishes ``dist`` to ``target`` (PUBLISH_SCRIPT), and its environment:
-    this PATH, this repo, ``home`` as HOME, ``extra_env`` and the index's cu130 credentials."""
+    this PATH, this repo, ``home`` as HOME, ``home/tmp`` as TMPDIR (where its private staging
+    folder goes), ``extra_env`` and the index's cu130 credentials."""
+    (home / "tmp").mkdir(exist_ok=True)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "PYTHONPATH": str(REPO),
         "HOME": str(home),
+        "TMPDIR": str(home / "tmp"),
         **extra_env,
         **index.credentials_env("cu130"),
     }
@@ -310,14 +315,15 @@ def test_publisher_killed_between_two_files_then_rerun_completes(
     killed = proc.run(args, env=env, check=False, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert len(_index_state(index, "cu130")) == 1
-    assert len(list((dist / "cu130" / ".publish").glob("staging-*"))) == 1  # kill -9 cleans nothing up
+    staging = tmp_path / "tmp"
+    assert len(list(staging.glob(f"{STAGING_PREFIX}*"))) == 1  # kill -9 cleans nothing up
 
     del env[STOP_AFTER_ENV]
     resumed = proc.run(args, env=env, check=False, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert "already on the index with the same sha256; skipped" in resumed.stderr
     assert "a staging folder left by an earlier run" in resumed.stderr
-    assert list((dist / "cu130" / ".publish").glob("staging-*")) == []
+    assert list(staging.glob(f"{STAGING_PREFIX}*")) == []
     assert json.loads(resumed.stdout)["uploaded"] == [wheels[1].name]  # only what this run sent
     assert _index_state(index, "cu130") == _expected(wheels)
     _assert_no_secret(index, killed.stdout, killed.stderr, resumed.stdout, resumed.stderr)

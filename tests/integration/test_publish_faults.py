@@ -45,6 +45,7 @@ from release.publish.deadlines import Deadlines
 from release.publish.index_client import remote_hashes
 from release.publish.index_server import dispatcher
 from release.publish.local_index import LocalIndex
+from release.publish.session import STAGING_PREFIX
 from release.publish.upload import publish
 from release.publish.upload_check import multipart_fields, upload_problem
 
@@ -426,7 +427,7 @@ def test_a_post_never_answered_ends_at_the_upload_deadline(
     assert f"uploading {wheels[0].name} to 'faulty' (cu130, " in message
     assert "did not finish within its 4 s deadline" in message and "twine was stopped" in message
     assert f"the index does not hold {wheels[0].name}: rerun the same command to resume" in message
-    assert _twines(str(tmp_path)) == []  # killed with its process group
+    assert _twines(f"{STAGING_PREFIX}{os.getpid()}-") == []  # killed with its process group
     assert _on_index(index) == {}
 
     fault_proxy.mode = "hang-post"  # the index stores it; its answer never comes back
@@ -445,23 +446,25 @@ def test_kill_9_mid_upload_leaves_no_twine_and_no_file_then_rerun_completes(
 ) -> None:
     with stalled_upload(stall_bytes=256, stall_s=0.5) as run:
         time.sleep(0.5)
-        assert _twines(str(run.dist)), "twine should be uploading now"
+        staging = Path(run.env["TMPDIR"])  # the child's private staging folder goes there
+        assert _twines(str(staging)), "twine should be uploading now"
         run.process.send_signal(signal.SIGKILL)
         run.process.communicate(timeout=30)
     dist, wheels, index = run.dist, run.wheels, run.index
     deadline = time.monotonic() + 5
-    while _twines(str(dist)) and time.monotonic() < deadline:
+    while _twines(str(staging)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _twines(str(dist)) == []  # twine died with its parent (PR_SET_PDEATHSIG)
+    assert _twines(str(staging)) == []  # twine died with its parent (PR_SET_PDEATHSIG)
     time.sleep(0.5)
     assert _on_index(index) == {}  # the cut-short body was refused: nothing half-done
-    assert list((dist / ".publish").glob("staging-*"))  # kill -9 ran no cleanup
+    assert list(staging.glob(f"{STAGING_PREFIX}*"))  # kill -9 ran no cleanup
+    assert not (dist / ".publish").exists()  # and nothing was ever staged inside dist/
 
     fault_proxy.mode = "pass"
     resumed = proc.run(run.args, env=run.env, check=False, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert "a staging folder left by an earlier run" in resumed.stderr
-    assert list((dist / ".publish").glob("staging-*")) == []
+    assert list(staging.glob(f"{STAGING_PREFIX}*")) == []
     _assert_all_uploaded_by_this_run(json.loads(resumed.stdout)["uploaded"], wheels, index)
 
 

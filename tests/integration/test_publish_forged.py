@@ -52,19 +52,22 @@ def policy(tmp_path: Path) -> Policy:
     return publish_policy(tmp_path / "policy")
 
 
-def _real_audit(wheel: Path, policy: Policy) -> records.AuditRecord:
+def _real_audit(wheel: Path, policy: Policy, row: str = ROW) -> records.AuditRecord:
     """What `python -m release audit` writes for the wheel: the real audit's record."""
-    exp = dataclasses.replace(Expectation.from_row(row_of(policy, ROW)), policy_sha256=policy.sha256)
+    exp = dataclasses.replace(Expectation.from_row(row_of(policy, row)), policy_sha256=policy.sha256)
     write_record(audit_wheel(wheel, exp))
     record = records.read(wheel, records.AuditRecord)
     assert record is not None
     return record
 
 
-def _publish(wheel: Path, policy: Policy, index: LocalIndex) -> str:
+def _publish(wheel: Path, policy: Policy, index: LocalIndex, kind: type[Exception] = CheckFailed) -> str:
+    """Publishing ``wheel`` is refused with ``kind`` (CheckFailed: exit 1; InputError: bad input,
+    exit 2), nothing uploaded; the message."""
     with pytest.raises((CheckFailed, InputError)) as info:
         publish([wheel], index.target(), variant="cu130", policy=policy, env=index.credentials_env("cu130"),
                 log=lambda line: None)  # fmt: skip
+    assert type(info.value) is kind, info.value
     assert remote_hashes(index.simple_url("cu130"), PROJECT) == {}  # nothing uploaded
     assert str(info.value).endswith("nothing was uploaded")
     return str(info.value)
@@ -85,9 +88,9 @@ def test_a_failing_record_edited_to_pass_is_refused(
     path = records.record_path(wheel, "audit")
 
     _edit(path, passed=True)  # the one-field edit: the reader sees it contradict the findings
-    assert "'passed' contradicts its findings; the record was edited" in _publish(
-        wheel, policy, local_index_server
-    )
+    message = _publish(wheel, policy, local_index_server, InputError)  # an edited record is bad input
+    assert "'passed' contradicts its findings; the record was edited" in message
+    assert "[rule: record-chain]" in message
 
     _edit(path, passed=True, findings=[])  # a careful edit: only the audit run again can tell
     message = _publish(wheel, policy, local_index_server)
@@ -177,3 +180,42 @@ def test_a_file_that_is_no_wheel_with_a_passing_record_is_refused(
     message = _publish(wheel, policy, local_index_server)
     assert f"{name}: the audit cannot read the bytes publish would upload" in message
     assert "[rule: re-audit]" in message
+
+
+def test_an_edited_record_is_bad_input_exit_2_with_its_rule_through_the_command(
+    tmp_path: Path,
+    local_index_server: LocalIndex,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`python -m release publish`: a record the one reader refuses (edited: its verdict contradicts
+    its findings) is bad input, exit 2, its line tagged with its rule; the same release with the
+    record the audit wrote publishes (exit 0)."""
+    index = local_index_server
+    targets = "\n[target.loopback]\nrehearsal = true\n" + "".join(
+        f'index.{v} = {{ upload_url = "{index.upload_url(v)}", simple_url = "{index.simple_url(v)}" }}\n'
+        for v in ("cpu", "cu130")
+    )
+    policy = publish_policy(tmp_path / "policy", targets=targets, pythons=("3.12",))
+    dist = tmp_path / "dist"
+    for row in ("cpu-py312-x86_64", ROW):
+        wheel = release_wheel(dist, policy, row, audit=False)
+        assert _real_audit(wheel, policy, row).passed
+        write_smoke_record(wheel, row_of(policy, row), policy_sha256=policy.sha256)
+    (cu130,) = (dist / "cu130").glob("*.whl")
+    path = records.record_path(cu130, "audit")
+    true_record = path.read_text(encoding="utf-8")
+    _edit(path, findings=[{"check": "loader", "ok": False, "message": "x", "library": None, "details": {}}])
+    for name, value in {**index.credentials_env("cpu"), **index.credentials_env("cu130")}.items():
+        monkeypatch.setenv(name, value)
+    argv = ["publish", "--target", "loopback", "--policy", policy.path, "--dist", str(dist)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if "not a valid audit record" in x)
+    assert f"{cu130.name}.audit.json" in line and "'passed' contradicts its findings" in line
+    assert line.endswith("[rule: record-chain]")
+    assert {f for v in ("cpu", "cu130") for f in remote_hashes(index.simple_url(v), PROJECT)} == set()
+
+    path.write_text(true_record, encoding="utf-8")  # the record the audit wrote: published
+    assert main(argv) == 0
+    assert set(remote_hashes(index.simple_url("cu130"), PROJECT)) == {cu130.name}

@@ -98,11 +98,16 @@ def _to_production(
 
 
 def _refused(
-    policy: Policy, rows: tuple[Row, ...], dist: Path, index: LocalIndex, match: str | None = None
+    policy: Policy,
+    rows: tuple[Row, ...],
+    dist: Path,
+    index: LocalIndex,
+    match: str | None = None,
+    kind: type[Exception] = CheckFailed,
 ) -> str:
-    """Publishing to production fails a check (its message matching ``match``) and uploads
-    nothing; the message."""
-    with pytest.raises(CheckFailed, match=match) as info:
+    """Publishing to production fails a check (or with ``kind``; its message matching ``match``)
+    and uploads nothing; the message."""
+    with pytest.raises(kind, match=match) as info:
         _to_production(policy, rows, dist, index)
     assert _on_index(index) == set()
     return str(info.value)
@@ -281,13 +286,15 @@ def _ran_version_2(data: dict[str, Any]) -> None:
     del data["evidence"]
 
 
-EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
-    "executed alone": (lambda d: d.update(executed=True), "'executed' contradicts 'skipped_reason'"),
-    "executed, no skipped_reason": (_ran, "'executed' contradicts the probe's report in 'evidence'"),
-    "and a GPU written into the probe's report": (_ran_on_a_gpu, "'evidence' does not match its digest"),
-    "and the evidence dropped": (_ran_no_evidence, "carries no evidence of the run"),
-    "as a version 2 record (no evidence)": (_ran_version_2, "carries no evidence of the run"),
-}
+# an edit the one record reader sees is bad input (exit 2, rule record-chain); one it cannot see
+# leaves a readable record that the GPU gate refuses (exit 1, rule gpu-evidence)
+EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str, type[Exception]]] = {
+    "executed alone": (lambda d: d.update(executed=True), "'executed' contradicts 'skipped_reason'", InputError),
+    "executed, no skipped_reason": (_ran, "'executed' contradicts the probe's report in 'evidence'", InputError),
+    "and a GPU written into the probe's report": (_ran_on_a_gpu, "'evidence' does not match its digest", InputError),
+    "and the evidence dropped": (_ran_no_evidence, "carries no evidence of the run", CheckFailed),
+    "as a version 2 record (no evidence)": (_ran_version_2, "carries no evidence of the run", CheckFailed),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("edit", list(EDITS))
@@ -296,9 +303,12 @@ def test_a_gpu_gate_satisfied_only_by_an_edited_smoke_record_is_refused(
 ) -> None:
     policy, rows, dist = _production_release(tmp_path, index, gpu_ran=False)
     (wheel,) = (dist / "cu130").glob("*.whl")
-    change, expected = EDITS[edit]
+    change, expected, kind = EDITS[edit]
     _edit(records.record_path(wheel, "smoke"), change)
-    assert expected in _refused(policy, rows, dist, index)
+    message = _refused(policy, rows, dist, index, kind=kind)
+    assert expected in message
+    rule = "[rule: record-chain]" if kind is InputError else "[rule: gpu-evidence]"
+    assert rule in message
 
 
 def test_a_gpu_run_whose_probe_shows_a_failure_is_refused_even_with_its_verdict_edited(

@@ -18,13 +18,16 @@ from release.publish.channels import ChannelRule, check_channels, tag_arch
 from release.publish.conflicts import removal_action
 from release.publish.deadlines import Deadlines, deadlines_for
 from release.publish.index_client import (
+    IndexFile,
     Redactor,
+    Served,
     parse_html_project,
     parse_json_project,
     redact_url,
     resolve_simple_url,
     split_userinfo,
 )
+from release.publish.listing import duplicates, listing_problems
 from release.publish.local import collect_wheels
 from release.publish.plan import (
     LocalWheel,
@@ -39,6 +42,7 @@ from release.publish.plan import (
     twine_env,
     verify_published,
 )
+from release.publish.readback import served_problem
 from release.publish.static_index import build_static_index, write_static_index
 from release.publish.upload import publish
 from release.records import wheel_variant
@@ -218,14 +222,18 @@ def test_publish_checks_every_wheel_before_touching_the_index(tmp_path: Path) ->
     paths[0].write_bytes(b"tampered")
     paths[1].with_name(W2 + ".audit.json").unlink()
     policy = load_policy(ROOT / "rows.toml")
+    private = tmp_path / "tmp"
+    private.mkdir()
     with pytest.raises(CheckFailed) as info:
-        publish(tmp_path, _target(), variant="cu130", policy=policy, env={}, log=lambda line: None)
+        publish(tmp_path, _target(), variant="cu130", policy=policy, env={"TMPDIR": str(private)},
+                log=lambda line: None)  # fmt: skip
     message = str(info.value)
     assert f"{W1}: changed since it was audited" in message
     assert f"{W2}: no audit record" in message
     assert message.count("[rule: record-chain]") == 2
     assert message.endswith("nothing was uploaded")
-    assert list((tmp_path / ".publish").iterdir()) == []  # its staging folder went with it
+    assert list(private.iterdir()) == []  # its staging folder (outside dist/) went with it
+    assert not (tmp_path / ".publish").exists()  # nothing is staged inside dist/
 
 
 def test_target_names_its_variants() -> None:
@@ -492,3 +500,67 @@ def test_the_one_right_action_depends_on_what_the_index_allows(tmp_path: Path) -
     assert pypi.startswith("bump the build number") and "remove" not in pypi
     other = removal_action(index("https://wheels.example.invalid/cu130/"), W1, None)
     assert other.startswith("remove it through the index, then rerun the same command")
+
+
+def _entry(filename: str, sha: str, url: str = "") -> IndexFile:
+    return IndexFile(filename, url or f"http://127.0.0.1:9/packages/{filename}", sha)
+
+
+def test_a_name_listed_twice_is_named_with_what_each_installer_takes() -> None:
+    old = "wwdemo-1.4.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
+    spelled = "WWDemo-1.5.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
+    files = [_entry(W1, "a" * 64), _entry(W2, "2" * 64), _entry(spelled, "b" * 64, "http://h/x/" + spelled),
+             _entry(old, "3" * 64), _entry(old, "4" * 64)]  # fmt: skip
+    assert listing_problems([_entry(W1, "a" * 64), _entry(W2, "2" * 64)]) == []
+    (dup,) = duplicates(files, {("wwdemo", "1.5.0")})  # one release's files; 1.4.0 is left alone
+    assert dup.filename == W1 and [e.sha256 for e in dup.entries] == ["a" * 64, "b" * 64] and not dup.agree
+    (problem,) = listing_problems(files, {("wwdemo", "1.5.0")})
+    assert problem.startswith(f"{W1}: the index lists this name 2 times, and its entries disagree: 1st: ")
+    assert f"uv the first (sha256 {'a' * 64}), pip the last (sha256 {'b' * 64})" in problem
+    assert problem.endswith("[rule: read-back]") and "remove the extra copy or entry" in problem
+    assert len(duplicates(files)) == 2  # every release, when none is named
+    same = duplicates([_entry(W1, "a" * 64), _entry(W1, "a" * 64)])[0]
+    assert same.agree and "its entries agree:" in same.describe()
+    local = same.describe(local_folder=Path("/idx/packages/cu130"))
+    assert f"keep /idx/packages/cu130/{W1}, remove the other copies" in local
+
+
+@pytest.mark.parametrize(
+    ("listed", "served", "expected"),
+    [
+        ("a", "a", None),
+        (
+            "a",
+            "b",
+            "the index lists the audited sha256 " + "a" * 64 + ", but the file it serves is other bytes",
+        ),
+        ("b", "a", "the listing is wrong, not the file. Do not remove the file and do not bump"),
+        ("b", "b", "(downloaded: the bytes it serves are what it lists), the audited bytes have " + "a" * 64),
+        ("b", "c", "serves other bytes again (sha256 " + "c" * 64 + ", 5 bytes); neither is the audited"),
+        ("b", None, "more than 5 bytes"),
+    ],
+)
+def test_the_read_back_advice_fits_what_it_saw(listed: str, served: str | None, expected: str | None) -> None:
+    got = served_problem(
+        W1,
+        "a" * 64,
+        listed * 64,
+        Served(served * 64 if served else None, 5 if served else 6),
+        replaced="REPLACED",
+    )
+    if expected is None:
+        assert got is None
+        return
+    assert got is not None and f"{W1}: " in got and expected in got and got.endswith("[rule: read-back]")
+    assert ("REPLACED" in got) == (
+        listed != "a" and served != "a"
+    )  # "another file" advice only for another file
+
+
+def test_listing_only_takes_the_listing_at_its_word_and_says_so() -> None:
+    assert served_problem(W1, "a" * 64, "a" * 64, None, replaced="R") is None
+    got = served_problem(W1, "a" * 64, "b" * 64, None, replaced="R", ours="the manifest says")
+    assert got == (
+        f"{W1}: on the index with sha256 {'b' * 64}, the manifest says {'a' * 64} (the listing says so; not "
+        "downloaded): R [rule: read-back]"
+    )
