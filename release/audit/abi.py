@@ -1,25 +1,23 @@
 """The platform-tag analysis: which manylinux/musllinux tags a wheel's ELF files allow.
 
-``auditwheel show`` answers this question by unzipping the wheel again and reading every
-symbol table with pyelftools, once per policy that blacklists something a library links:
-on torch 2.14.1, 20 to 60 seconds here. This module gives the same answer from the tree
-the audit already extracted, using only auditwheel's public pieces:
+``auditwheel show`` unzips the wheel again and reads every symbol table with pyelftools, once
+per policy that blacklists something a library links (torch 2.14.1: 20 to 60 s here). This
+module gives the same answer from the tree the audit extracted, with auditwheel's public pieces:
 
 * the policies (symbol versions, library whitelists and blacklists) are auditwheel's data,
   read once through :func:`release.audit.policy_cache.policies_of`;
-* the wheel's libc and architecture come from its tags through auditwheel's public
-  ``auditwheel.wheeltools`` functions;
+* the wheel's libc and architecture come from its tags (public ``auditwheel.wheeltools``);
 * everything read from the ELF files (library resolution against this machine's loader
-  paths, :mod:`release.binary.ldd`; symbol versions, undefined symbols, Python extension entry
-  points and the instruction-set level, :mod:`release.binary.elf`, :mod:`release.binary.elf_symbols`)
-  is wheelwright's own reader: bounded preads and hash-table lookups, each file read at most
-  once per analysis, where auditwheel's pyelftools reads whole tables for every policy.
+  paths, :mod:`release.binary.ldd`, only to files of the same ELF machine; symbol versions,
+  undefined symbols, Python extension entry points and the instruction-set level,
+  :mod:`release.binary.elf`, :mod:`release.binary.elf_symbols`) is wheelwright's own reader,
+  each file read at most once per analysis.
 
-The composition follows auditwheel 6.8's ``analyze_wheel_abi``, rule for rule (whitelists,
-blacklists, grafted libraries' own symbol versions, the fix-up of libraries needed by other
-libraries, the ISA check, UCS-2 and PyFPE symbols). Nothing of auditwheel is patched or
-subclassed. ``tests/integration/test_audit_abi.py`` runs ``auditwheel show --json`` as a tool
-on real wheels and checks that both give the same tags, symbol versions and external libraries.
+The composition follows auditwheel 6.8's ``analyze_wheel_abi``, rule for rule (whitelists, blacklists,
+grafted libraries' own symbol versions, the fix-up of libraries needed by other libraries, the ISA
+check, UCS-2 and PyFPE symbols), but one: a library or executable of another CPU architecture than the
+tag's fails the analysis, naming it (auditwheel logs "ignoring" and grades the rest). Nothing of
+auditwheel is patched; ``tests/integration/test_audit_abi.py`` compares with ``auditwheel show --json``.
 """
 
 from __future__ import annotations
@@ -53,8 +51,6 @@ __all__ = ["AUDITWHEEL_PINNED", "analyze_abi"]
 
 AUDITWHEEL_PINNED = "6.8.2"  # the release whose policies and rules this analysis was checked against
 _LOADERS = ("ld64.so.2", "ld64.so.1")
-# an executable or a shared library: what a machine of another architecture cannot run or load
-_ET_EXEC, _ET_DYN = 2, 3
 _PYFPE = frozenset({"PyFPE_jbuf", "PyFPE_dummy", "PyFPE_counter"})
 Graded = Literal["claimed", "all"]
 
@@ -288,7 +284,7 @@ def _read_elves(
     external: dict[Path, dict[str, ExternalReference]] = {}
     versioned: dict[str, set[str]] = defaultdict(set)
     ucs2 = pyfpe = platform_wheel = False
-    foreign: list[tuple[str, str]] = []  # (wheel path, architecture) of files built for another one
+    foreign: list[str] = []  # libraries and executables built for another architecture than the tag's
     purelib = [lib.path for lib in libs if lib.elf is not None and "purelib" in Path(lib.path).parts[:-1]]
     if purelib:
         raise _AbiFailure(
@@ -304,8 +300,8 @@ def _read_elves(
         if architecture is None:
             architecture = elf_arch
         elif elf_arch != architecture:
-            if tagged is not None and lib.elf is not None and lib.elf.elf_type in (_ET_EXEC, _ET_DYN):
-                foreign.append((lib.path, elf_arch))  # auditwheel only logs "ignoring"
+            if tagged and lib.elf is not None and lib.elf.elf_type in (2, 3):  # ET_EXEC, ET_DYN
+                foreign.append(f"{lib.path} is an {elf_arch} ELF file")  # auditwheel only logs "ignoring"
             continue
         if tree.libc is not None:
             if libc is None:
@@ -329,8 +325,13 @@ def _read_elves(
             external[path] = external_references(policies, tree, root, reads)
         else:
             other_trees[path] = tree
-    if foreign:
-        raise _AbiFailure(_foreign_message(wheel_name, tagged or "", foreign))
+    if foreign:  # pip installs the wheel only where its tag says
+        tag = next((t for t in get_wheel_platforms(wheel_name) if t.endswith(f"_{tagged}")), tagged)
+        more = f" ({len(foreign) - 1} more: {'; '.join(foreign[1:4])})" if len(foreign) > 1 else ""
+        raise _AbiFailure(
+            f"{foreign[0]}, but the wheel's platform tag {tag} is {tagged}: pip installs the wheel only on "
+            f"{tagged} machines, where it cannot be loaded{more}; build it for {tagged}"
+        )
     if not platform_wheel or architecture is None:
         raise NonPlatformWheelError(architecture, [])
     fixup_trees(python_trees, other_trees)
@@ -345,22 +346,6 @@ def _read_elves(
             trees[path] = tree
         external[path] = external_references(policies, tree, root, reads)
     return _Elves(policies, architecture, trees, external, dict(versioned), ucs2, pyfpe)
-
-
-def _foreign_message(wheel_name: str, tagged: str, foreign: Sequence[tuple[str, str]]) -> str:
-    """Files of another CPU architecture than the one the wheel's platform tag names, in words: pip installs
-    the wheel only on ``tagged`` machines, where none of them loads (auditwheel ignores them, with a log line)."""
-    platforms = [t for t in wheel_name.removesuffix(".whl").split("-")[-1].split(".") if t.endswith(tagged)]
-    path, arch = foreign[0]
-    more = ""
-    if len(foreign) > 1:
-        listed = ", ".join(f"{p} ({a})" for p, a in foreign[1:6])
-        more = f"; so are {listed}" + (f" and {len(foreign) - 6} more" if len(foreign) > 6 else "")
-    return (
-        f"{path} is an {arch} ELF file, but the wheel's platform tag {platforms[0] if platforms else tagged} is "
-        f"{tagged}: pip installs the wheel only on {tagged} machines, where it cannot be loaded{more}; build it "
-        f"for {tagged}, or tag the wheel for {arch}"
-    )
 
 
 def _empty(exclude: frozenset[str], graded: Graded) -> dict[str, Any]:

@@ -61,7 +61,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import posixpath
-import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -80,7 +79,7 @@ from release.audit.cpp_headers import (
 )
 from release.audit.cpp_link import link_consumer, linkage_sentence
 from release.audit.cpp_sdk import lib_dirs, sdk_headers
-from release.audit.cpp_target import Target, Toolchain
+from release.audit.cpp_target import Toolchain
 from release.audit.cpp_tools import (
     LINK,
     PREPROCESS,
@@ -90,6 +89,7 @@ from release.audit.cpp_tools import (
     declares_something,
     messages,
     outside_files,
+    repeatable,
     system_include_dirs,
 )
 from release.audit.limits import Ran, Sandbox, first_few
@@ -176,13 +176,7 @@ class Prepared:
     c_why: str = ""  # C's first error in them
     cuda_wanted: tuple[str, ...] = ()  # CUDA toolkit headers the headers include and the wheel lacks
     cuda: tuple[CudaHeaders, ...] = ()  # the CUDA headers compiled with (-isystem, after the wheel's)
-    toolchain: Toolchain | None = None  # the compilers of the wheel's architecture (None: this machine's)
-
-    @property
-    def compilers(self) -> tuple[str, str]:
-        """``(gcc, g++)`` that build for the wheel's architecture."""
-        chain = self.toolchain or _native()
-        return (chain.gcc, chain.gxx)
+    toolchain: Toolchain = field(default_factory=cpp_target.native)  # builds for the wheel's architecture
 
     @property
     def host(self) -> tuple[str, ...]:
@@ -199,7 +193,7 @@ class Prepared:
         self.cuda, self.apart, self.apart_why, self.programs = cuda, (), "", ()
         self.compiled, self.functions, self.outside, self.cxx_linkage = None, (), (), ()
         self.lacking = cpp_cuda.lacking_system_headers(
-            self.written, self.host, functools.partial(_found, dirs=dirs, gxx=self.compilers[1])
+            self.written, self.host, functools.partial(_found, dirs=dirs, gxx=self.toolchain.gxx)
         )
         headers = tuple(h for h in self.host if h not in self.lacking)
         if headers:
@@ -234,7 +228,7 @@ class Prepared:
             (*self.device_files, *self.driver_files),
             name,
             self.overloaded,
-            self.compilers,
+            (self.toolchain.gcc, self.toolchain.gxx),
         )
         self.compiled, self.sandbox, self.functions, self.outside = (
             done.ran,
@@ -266,11 +260,6 @@ def _found(target: str, dirs: tuple[str, ...], gxx: str | None = None) -> bool:
     return any((Path(d) / target).is_file() for d in where)
 
 
-def _native() -> Toolchain:
-    """This machine's own gcc and g++ (ToolError, exit 3, when either is missing)."""
-    return cpp_target.toolchain(cpp_target.decide((), ()))
-
-
 def prepare(
     include_dir: str, headers: tuple[str, ...], members: Iterable[Member], toolchain: Toolchain | None = None
 ) -> Prepared:
@@ -279,7 +268,7 @@ def prepare(
     ``members``: the wheel's members (those read under ``include_dir`` are the headers' world);
     ``toolchain``: the compilers of the wheel's architecture (:func:`release.audit.cpp_target.toolchain`;
     None: this machine's)."""
-    toolchain = toolchain or _native()
+    toolchain = toolchain or cpp_target.native()
     scratch = Path(tempfile.mkdtemp(prefix="wheelwright-cpp-")).resolve()
     try:
         include = scratch / "include"
@@ -319,10 +308,8 @@ def finish(
         "headers_written": len(prepared.written),
         "libraries": [lib.path for lib in sdk.libraries],
     }
-    chain = prepared.toolchain
-    if chain is not None:
-        details["toolchain"] = chain.to_json()
-    via = f" ({chain.describe()})" if chain is not None and chain.cross else ""
+    details["toolchain"] = prepared.toolchain.to_json()
+    via = f" ({prepared.toolchain.describe()})" if prepared.toolchain.cross else ""
     escapes = prepared.escapes
     if escapes:
         header, target, why = escapes[0]
@@ -377,7 +364,7 @@ def finish(
             CHECK,
             f"{sentence}{left}:\n{messages(compiled.stderr, sdk, root, scratch)}",
             cxx_linkage=_listed([f for f, _ in prepared.cxx_linkage]),
-            **_repeatable(compiled),
+            **repeatable(compiled),
             **details,
         )
     if not compiled.ok:
@@ -391,7 +378,7 @@ def finish(
             CHECK,
             f"{program} does not compile{used}{via} ({compiled.why(sandbox)}){left}:\n"
             f"{messages(compiled.stderr, sdk, root, scratch)}",
-            **_repeatable(compiled),
+            **repeatable(compiled),
             **details,
         )
     compiled_headers = tuple(h for h in prepared.host if h not in prepared.lacking)
@@ -412,7 +399,7 @@ def finish(
             nothing_to_check=True,
             **details,
         )
-    linked = link_consumer(sdk, scratch, functions, prepared.compilers[0])
+    linked = link_consumer(sdk, scratch, functions, prepared.toolchain.gcc)
     every = [posixpath.join(sdk.include_dir, h) for h in compiled_headers]
     shown = str(every) if len(every) <= 3 else f"the {len(every)} headers of {sdk.include_dir}"
     if not linked.ok:
@@ -420,7 +407,7 @@ def finish(
             CHECK,
             f"a C++ program using {shown} compiles{via} but does not link against {libs} ({linked.why(LINK)}){left}:\n"
             f"{messages(linked.stderr, sdk, root, scratch)}",
-            **_repeatable(linked),
+            **repeatable(linked),
             **details,
         )
     return ok(
@@ -430,32 +417,6 @@ def finish(
         f"{via}{left}",
         **details,
     )
-
-
-def _foreign(sdk: Sdk, target: Target, foreign: list[tuple[str, str]]) -> Finding:
-    """The finding for SDK libraries built for another architecture than the wheel's."""
-    path, arch = foreign[0]
-    more = f" ({len(foreign)} libraries so: {first_few([p for p, _ in foreign])})" if len(foreign) > 1 else ""
-    return fail(
-        CHECK,
-        f"{path} is built for {arch} (its ELF machine), but the wheel is for {target.arch} ({target.how}): a C++ "
-        f"program on {target.arch}, where pip installs the wheel, cannot link it{more}; build the SDK's libraries "
-        f"for {target.arch}, or tag the wheel for {arch}",
-        include_dir=sdk.include_dir,
-        libraries=[lib.path for lib in sdk.libraries],
-        foreign_libraries=dict(foreign),
-        target={"arch": target.arch, "how": target.how},
-        repeatable=True,
-    )
-
-
-def _repeatable(ran: Ran) -> dict[str, bool]:
-    """``repeatable``: a failure the compiler or linker gave by its exit code, not a limit it hit (its own
-    "out of memory", or a crash under the memory limit, is one), so the same inputs fail the same way
-    (:mod:`release.audit.cpp_cache` keeps only those)."""
-    limit = r"out of memory|memory exhausted|Cannot allocate memory|internal compiler error|signal terminated"
-    hit = re.search(limit, ran.stderr) is not None
-    return {"repeatable": True} if ran.returncode > 0 and not ran.timed_out and not hit else {}
 
 
 def _left_out(prepared: Prepared) -> tuple[str, dict[str, object]]:
@@ -515,12 +476,9 @@ def check(
         return [ok(CHECK, NO_SDK)]
     out = []
     for sdk in sdks:
-        target = cpp_target.decide(
-            contents.wheel.platform_tags, [cpp_target.elf_arch(lib.elf) for lib in sdk.libraries]
-        )
-        foreign = cpp_target.foreign_libraries(target, [(lib.path, lib.elf) for lib in sdk.libraries])
-        if foreign:  # told from the ELF headers: no tool of any architecture needed
-            out.append(_foreign(sdk, target, foreign))
+        target, foreign = cpp_target.for_sdk(CHECK, sdk, contents.wheel.platform_tags)
+        if foreign is not None:  # told from the ELF headers: no tool of any architecture needed
+            out.append(foreign)
             continue
         chain = cpp_target.toolchain(target)  # ToolError (exit 3): none for the wheel's architecture here
         early = (prepared or {}).get((sdk.include_dir, sdk.headers))

@@ -27,7 +27,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.audit.limits import GIB, MIB, Sandbox, run_limited
+from release.audit.cpp_tools import Sdk
+from release.audit.limits import GIB, MIB, Sandbox, first_few, run_limited
+from release.audit.model import Finding, fail
 from release.binary.elf import ElfError, ElfInfo, read_elf
 from release.binary.ldd import platform_of
 from release.core import proc
@@ -41,7 +43,10 @@ __all__ = [
     "Toolchain",
     "decide",
     "elf_arch",
+    "for_sdk",
+    "foreign_finding",
     "foreign_libraries",
+    "native",
     "tag_arch",
     "tool_names",
     "toolchain",
@@ -125,6 +130,32 @@ def foreign_libraries(
     return out
 
 
+def for_sdk(check: str, sdk: Sdk, platform_tags: Iterable[str]) -> tuple[Target, Finding | None]:
+    """The target of ``sdk``'s consumer (:func:`decide`), and the failing finding when some of its libraries
+    are built for another architecture (:func:`foreign_finding`). Pure: the libraries' ELF headers are read."""
+    target = decide(platform_tags, [elf_arch(lib.elf) for lib in sdk.libraries])
+    foreign = foreign_libraries(target, [(lib.path, lib.elf) for lib in sdk.libraries])
+    return target, foreign_finding(check, sdk, target, foreign) if foreign else None
+
+
+def foreign_finding(check: str, sdk: Sdk, target: Target, foreign: list[tuple[str, str]]) -> Finding:
+    """The failing finding for ``sdk``'s libraries built for another architecture than ``target``'s (from
+    :func:`foreign_libraries`): no consumer where pip installs the wheel can link them."""
+    path, arch = foreign[0]
+    more = f" ({len(foreign)} libraries so: {first_few([p for p, _ in foreign])})" if len(foreign) > 1 else ""
+    return fail(
+        check,
+        f"{path} is built for {arch} (its ELF machine), but the wheel is for {target.arch} ({target.how}): a C++ "
+        f"program on {target.arch}, where pip installs the wheel, cannot link it{more}; build the SDK's libraries "
+        f"for {target.arch}, or tag the wheel for {arch}",
+        include_dir=sdk.include_dir,
+        libraries=[lib.path for lib in sdk.libraries],
+        foreign_libraries=dict(foreign),
+        target={"arch": target.arch, "how": target.how},
+        repeatable=True,
+    )
+
+
 @dataclass(frozen=True)
 class Toolchain:
     """The compilers that build for ``arch`` here: the native ones, or a cross toolchain."""
@@ -150,6 +181,11 @@ def tool_names(arch: str | None, host: str | None = None) -> tuple[str, str, str
         return ("gcc", "g++", "ld")
     triplet = TRIPLETS.get(arch, f"{arch}-linux-gnu")
     return (f"{triplet}-gcc", f"{triplet}-g++", f"{triplet}-ld")
+
+
+def native() -> Toolchain:
+    """This machine's own gcc and g++ (ToolError, exit 3, when either is missing)."""
+    return toolchain(decide((), ()))
 
 
 def toolchain(target: Target, *, host: str | None = None, path: str | None = None) -> Toolchain:

@@ -40,6 +40,7 @@ __all__ = [
     "messages",
     "missing_header",
     "outside_files",
+    "repeatable",
     "search_list",
     "system_include_dirs",
 ]
@@ -114,6 +115,15 @@ def outside_files(stderr: str, allowed: tuple[str, ...], cwd: Path) -> list[str]
         if not any(c.startswith(root + os.sep) for c in candidates for root in roots):
             out.append(m[1])
     return out
+
+
+def repeatable(ran: Ran) -> dict[str, bool]:
+    """``repeatable``: a failure the compiler or linker gave by its exit code, not a limit it hit (its own
+    "out of memory", or a crash under the memory limit, is one), so the same inputs fail the same way
+    (:mod:`release.audit.cpp_cache` keeps only those)."""
+    limit = r"out of memory|memory exhausted|Cannot allocate memory|internal compiler error|signal terminated"
+    hit = re.search(limit, ran.stderr) is not None
+    return {"repeatable": True} if ran.returncode > 0 and not ran.timed_out and not hit else {}
 
 
 def messages(text: str, sdk: Sdk, root: Path, scratch: Path, lines: int = MESSAGE_LINES) -> str:
