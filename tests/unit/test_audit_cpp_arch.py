@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from helpers_elf import write_wheel
 
-from release.audit import cpp_cache, cpp_target, run
+from release.audit import cpp_cache, cpp_consumer, cpp_target, run
 from release.audit.claim import claim_expectation
 from release.audit.cpp_target import Target, decide, foreign_libraries, tag_arch, tool_names, toolchain
 from release.audit.model import Finding
@@ -251,3 +251,29 @@ def test_the_cache_key_holds_the_target_and_its_compilers(tmp_path: Path) -> Non
     assert keys[None] == here
     assert here is not None and there is not None
     assert there.sdk != here.sdk
+
+
+def test_the_early_compile_of_an_aarch64_wheel_is_the_cross_toolchains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compile started while the libraries unpack builds for the tag's architecture, and the check uses
+    it (it prepares again only for another toolchain)."""
+    files = {"fxsdk/include/fx.h": HEADER.encode(), "fxsdk/lib/libfx.so": _lib(tmp_path, CROSS_GCC)}
+    tag = f"manylinux_2_28_{OTHER}"
+    wheel_path = write_wheel(tmp_path / "dist", "fxsdk", files, tag=tag)
+    late: list[str] = []
+    real = cpp_consumer.prepare
+
+    def counted(*args: object, **kwargs: object) -> cpp_consumer.Prepared:
+        late.append("prepare")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    expectation = claim_expectation(variant=None, gpu_archs=None, policy=None, runs_on="8.0")
+    early = run._EarlyCpp(True, platform_tags=(tag,))
+    with early, open_wheel(wheel_path, on_others_done=early.start) as wheel:
+        (future,) = early.futures.values()
+        assert future.result().toolchain.arch == OTHER and future.result().toolchain.cross
+        monkeypatch.setattr(cpp_consumer, "prepare", counted)
+        (finding,), _ = run._cpp_consumer(wheel, expectation, early)
+    assert finding.ok and finding.details["toolchain"]["arch"] == OTHER, finding.message
+    assert late == []  # the check did not compile again
