@@ -1,6 +1,7 @@
 """This machine: its wheelwright cache folder, its platform name, and its CPython interpreters
 (:func:`find_python`: ``python3.12`` on PATH, then pyenv's versions), which the build and the
-smoke stage both run."""
+smoke stage both run. Another CPU's interpreters, run under emulation, are
+:func:`release.emulate.python.find_python`'s: a :class:`PythonInfo` with its own ``env``."""
 
 from __future__ import annotations
 
@@ -47,9 +48,20 @@ def host_platform() -> str:
 class PythonInfo:
     path: Path  # the real interpreter (sys.executable), not a shim
     version: str  # "3.12.1"
+    # Variables every process of this interpreter needs (a venv's too): QEMU_LD_PREFIX for an
+    # emulated one (release.emulate.python); empty for this machine's own interpreters.
+    env: tuple[tuple[str, str], ...] = ()
+    # How it runs when not natively: "aarch64 under qemu-user (Debian bookworm arm64 sysroot)"
+    emulated: str | None = None
+    arch: str | None = None  # the interpreter's CPU ("aarch64"); None: this machine's
 
     def describe(self) -> str:
-        return f"CPython {self.version} at {self.path}"
+        return f"CPython {self.version} at {self.path}" + (f" ({self.emulated})" if self.emulated else "")
+
+    def environ(self, base: Mapping[str, str]) -> dict[str, str]:
+        """``base`` with this interpreter's own variables set: the environment of every command
+        that runs it, or a venv made from it, or anything such a process starts."""
+        return {**base, **dict(self.env)}
 
 
 _PROBE = (
