@@ -1,42 +1,90 @@
-"""``python -m release.wheelbuild.auditwheel_as ARCH repair ...``: auditwheel for a wheel of another
-CPU architecture (a cross build's repair).
+"""``python -m release.wheelbuild.auditwheel_as ARCH repair --only-plat --plat TAG [--exclude PAT]...
+-w DIR WHEEL``: auditwheel's repair of a wheel of another CPU architecture (a cross build's repair).
 
-auditwheel reads the wheel's ELF files whatever their architecture, but chooses its table of
-policies (the ``--plat`` choices) by ``platform.machine()`` of the machine it runs on, so on
-x86_64 it refuses ``--plat manylinux_2_28_aarch64`` before looking at the wheel. This runs
-auditwheel's own command line with ``platform.machine()`` answering ``ARCH``; everything else
-(the ABI analysis, the exclusions, the grafting, the tags) is auditwheel's. The library search
-paths of the target (``/usr/<triplet>/lib``, where Debian's cross libc lies) come first through
-``AUDITWHEEL_LD_LIBRARY_PATH``; auditwheel only considers libraries of the wheel's architecture.
+auditwheel's command line offers the ``--plat`` choices of the machine it runs on, so on x86_64
+it refuses ``manylinux_2_28_aarch64`` before looking at the wheel; its library functions take
+the architecture as an argument. This runs the steps of ``auditwheel repair --only-plat`` through
+those public functions (``analyze_wheel_abi``, ``repair_wheel``) with the wheel's architecture
+given, nothing patched: the same ABI analysis, the same refusals (too-recent symbols, black-listed
+symbols, ISA extensions), the same exclusions, grafting and tags. Debian's cross libc folder
+(``/usr/<triplet>/lib``) is searched first for the target's libraries; auditwheel only considers
+libraries of the wheel's architecture.
 """
 
 from __future__ import annotations
 
-import os
-import platform
+import argparse
 import sys
+import zlib
 from pathlib import Path
 
 ARCHS = ("x86_64", "aarch64")
 
 
-def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ARCHS:
-        print(
-            f"usage: python -m release.wheelbuild.auditwheel_as {{{','.join(ARCHS)}}} AUDITWHEEL-ARGS...",
-            file=sys.stderr,
-        )
-        return 2
-    arch, rest = argv[0], argv[1:]
-    platform.machine = lambda: arch
-    target_lib = f"/usr/{arch}-linux-gnu/lib"
-    if Path(target_lib).is_dir():
-        extra = os.environ.get("AUDITWHEEL_LD_LIBRARY_PATH", "")
-        os.environ["AUDITWHEEL_LD_LIBRARY_PATH"] = ":".join(p for p in (target_lib, extra) if p)
-    from auditwheel.main import main as auditwheel_main
+def repair(arch: str, plat: str, excludes: list[str], out_dir: Path, wheel: Path) -> int:
+    from auditwheel.architecture import Architecture
+    from auditwheel.libc import Libc
+    from auditwheel.patcher import ElfPatcher
+    from auditwheel.repair import repair_wheel
+    from auditwheel.wheel_abi import analyze_wheel_abi
 
-    sys.argv = ["auditwheel", *rest]
-    return int(auditwheel_main() or 0)
+    suffix = f"_{arch}"
+    if not plat.endswith(suffix):
+        print(f"error: --plat {plat} is not a {arch} platform", file=sys.stderr)
+        return 2
+    base = plat[: -len(suffix)]
+    libc = next((lc for lc in Libc if base.startswith(lc.tag_prefix)), None)
+    target_lib = Path(f"/usr/{arch}-linux-gnu/lib")
+    abi = analyze_wheel_abi(
+        libc,
+        Architecture(arch),
+        wheel,
+        frozenset(excludes),
+        disable_isa_ext_check=False,
+        allow_graft=True,
+        requested_policy_base_name=base,
+        args_ldpaths=str(target_lib) if target_lib.is_dir() else None,
+    )
+    requested = abi.policies.get_policy_by_name(plat)
+    for limit, why in (
+        (abi.sym_policy, "of the presence of too-recent versioned symbols"),
+        (abi.ucs_policy, "it was compiled against a UCS2 build of Python"),
+        (abi.blacklist_policy, "it depends on black-listed symbols"),
+        (abi.machine_policy, "it depends on unsupported ISA extensions"),
+    ):
+        if requested > limit:
+            print(f'error: cannot repair "{wheel}" to "{plat}" ABI because {why}', file=sys.stderr)
+            return 1
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = repair_wheel(
+        abi,
+        wheel,
+        abis=[requested.name, *requested.aliases],
+        lib_sdir=".libs",
+        out_dir=out_dir,
+        update_tags=True,
+        patcher=ElfPatcher.get_patcher("patchelf", requested.name),
+        strip=False,
+        zip_compression_level=zlib.Z_DEFAULT_COMPRESSION,
+    )
+    if out is None:  # nothing to repair: auditwheel leaves such a wheel where it is
+        print(f"error: auditwheel found nothing to repair in {wheel}", file=sys.stderr)
+        return 1
+    print(f"Fixed-up wheel written to {out}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m release.wheelbuild.auditwheel_as", description=__doc__)
+    parser.add_argument("arch", choices=ARCHS)
+    parser.add_argument("command", choices=("repair",))
+    parser.add_argument("--only-plat", action="store_true", required=True)
+    parser.add_argument("--plat", required=True)
+    parser.add_argument("--exclude", action="append", default=[])
+    parser.add_argument("-w", dest="out_dir", type=Path, required=True)
+    parser.add_argument("wheel", type=Path)
+    args = parser.parse_args(argv)
+    return repair(args.arch, args.plat, args.exclude, args.out_dir.absolute(), args.wheel)
 
 
 if __name__ == "__main__":
