@@ -4,8 +4,9 @@ Validation happens once, on load, against the file actually read. Every error na
 the file, the key path (``train."13.0".gpu_archs.x86_64[6]``), what is wrong and how to
 fix it. Cross-row rules (every train has an arch list per platform, PTX exactly on the
 newest arch, no duplicate rows, variant names match their train, the PyPI toolchain
-pins an nvcc of the train's version), every index name and URL, and every target rule
-are checked here too, so nothing downstream has to re-check them.
+pins an nvcc of the train's version), every index name and URL, every target rule, and
+that ``project.path`` is a folder holding a Python project (last, as it reads the file
+system) are checked here too, so nothing downstream has to re-check them.
 
 The file is read by :mod:`release.policy.read` (regular files only, size-capped, its
 sha256 computed once); one train table is loaded by :mod:`release.policy.trains`.
@@ -139,6 +140,7 @@ def parse_policy(data: Mapping[str, Any], path: str, *, source: Path, sha256: st
 
     targets = _targets(c, top.get("target", {}), tuple(["cpu"] if cpu_wheel else []) + tuple(variants))
     dependencies = _dependencies(c, top.get("dependency", []), platforms, tuple(variants))
+    _check_project_folder(c, project.path, source)
     return Policy(
         notes=tuple(c.notes),
         path=path,
@@ -308,6 +310,37 @@ def _project(c: Checker, value: object, base: Path) -> Project:
         else ()
     )
     return Project(name, path, import_name, check, sdk, rtol, atol, wheel_tags, constraints)
+
+
+def _check_project_folder(c: Checker, path: str, source: Path) -> None:
+    """``project.path`` must name a folder holding a Python project (pyproject.toml or setup.py).
+
+    Resolved as the build resolves it: against the folder of the policy file with symlinks
+    followed (:mod:`release.wheelbuild.run`). Checked last, after every rule of the file itself,
+    because it reads the file system: a policy with a mistake of its own is told that first.
+    """
+    base = source.resolve().parent
+    fix = (
+        "set project.path to the folder that holds the package's pyproject.toml (or setup.py), "
+        f"relative to the policy file's folder ({base}); '.' is that folder"
+    )
+    folder = base / path
+    try:
+        folder = folder.resolve()
+        exists, is_dir = folder.exists(), folder.is_dir()
+        has_project = is_dir and any((folder / name).is_file() for name in ("pyproject.toml", "setup.py"))
+    except (OSError, RuntimeError, ValueError) as exc:  # no permission, a symlink loop, a NUL
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise c.fail("project.path", f"{brief(path)} ({folder}) cannot be read: {reason}; {fix}") from None
+    if not exists:
+        raise c.fail("project.path", f"{brief(path)} ({folder}) does not exist; {fix}")
+    if not is_dir:
+        raise c.fail("project.path", f"{brief(path)} ({folder}) is not a folder; {fix}")
+    if not has_project:
+        raise c.fail(
+            "project.path",
+            f"{brief(path)} ({folder}) holds no Python project (no pyproject.toml and no setup.py); {fix}",
+        )
 
 
 def _entry_point(c: Checker, value: object, where: str) -> str:

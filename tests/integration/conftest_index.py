@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 import pytest
+from helpers_policy import stub_project
 
 from release import records
 from release.core import proc
@@ -127,6 +128,7 @@ def publish_policy(folder: Path, *, targets: str = "", pythons: tuple[str, ...] 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "rows.toml"
     path.write_text(text + targets, encoding="utf-8")
+    stub_project(folder, "project")  # the fixture policy's stand-in source folder
     return load_policy(path)
 
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers_policy import link_examples
 from helpers_rows import rows_by_id
 from helpers_text import edited
 
@@ -211,6 +212,7 @@ def test_the_standin_policy_replaces_exactly_one_trains_image(tmp_path: Path) ->
             text, "pytorch/manylinux2_28-builder:cuda13.0", "localhost/x:1", "rows.toml"
         )
     )
+    link_examples(tmp_path)  # the copy's project.path, examples/tinyaxpy
     rows = rows_by_id(out)
     original = rows_by_id()
     assert rows["cu130-py312-x86_64"].builder_image == "localhost/x:1"

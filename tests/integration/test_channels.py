@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest_index import build_tiny_wheel
+from helpers_policy import link_examples
 
 from release.core.errors import CheckFailed
 from release.policy.load import load_policy
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.integration
 def _policy_with(tmp_path: Path, dependency: str) -> Path:
     path = tmp_path / "rows.toml"
     path.write_text((ROOT / "rows.toml").read_text() + "\n" + dependency, encoding="utf-8")
+    link_examples(tmp_path)
     return path
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_policy import link_examples
 from helpers_rows import rows_by_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
@@ -78,6 +79,7 @@ def standin_policy(folder: Path, image: mbi.Image, train: str = "13.0") -> Path:
     real = next(r for r in ROWS.values() if r.train == train and r.platform == "x86_64").builder_image
     path = folder / "rows.toml"
     path.write_text(standin_policy_text(POLICY.read_text(encoding="utf-8"), real, image.tag, "rows.toml"))
+    link_examples(folder)  # the copy's project.path, examples/tinyaxpy
     return path
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from helpers_policy import stub_project
 from helpers_scripts import load_script
 
 pytestmark = pytest.mark.integration
@@ -160,6 +161,7 @@ def test_the_largest_matrix_plans_and_lists_quickly(tmp_path: Path) -> None:
     generator = _generator()
     path = tmp_path / "largest.toml"
     path.write_text(generator.largest_valid_policy(), encoding="utf-8")
+    stub_project(tmp_path, "examples/tinyaxpy")
     proc, seconds = _plan(str(path))
     assert proc.returncode == 0, proc.stderr
     rows = int(proc.stdout.splitlines()[-1].split()[0])
@@ -175,6 +177,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     traceback and with 141 (128 + SIGPIPE), as a shell reports for a writer whose reader left."""
     path = tmp_path / "largest.toml"
     path.write_text(_generator().largest_valid_policy(), encoding="utf-8")
+    stub_project(tmp_path, "examples/tinyaxpy")
     with subprocess.Popen(
         [sys.executable, "-m", "release", "plan", "--json", "--policy", str(path)],
         cwd=ROOT,

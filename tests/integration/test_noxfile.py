@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers_policy import link_examples
 from helpers_proc import python_m
 
 from release.core.machine import host_platform
@@ -52,6 +53,7 @@ def _env(**extra: str) -> dict[str, str]:
 def _one_python_policy(tmp_path: Path) -> Path:
     path = tmp_path / "one-python.toml"
     path.write_text(ONE_PYTHON.format(arch=host_platform()), encoding="utf-8")
+    link_examples(tmp_path)
     return path
 
 
@@ -146,6 +148,7 @@ def test_a_py3_none_row_has_a_session_for_every_python_it_serves(tmp_path: Path)
     """One wheel serves 3.11 and 3.12: `build-cu130-py312` names the same row as `build-cu130-py311`,
     and the tags still count each row once (`nox -t build` builds it once)."""
     policy = tmp_path / "py3-none.toml"
+    link_examples(tmp_path)
     text = ONE_PYTHON.format(arch=host_platform()).replace('pythons = ["3.12"]', 'pythons = ["3.11", "3.12"]')
     policy.write_text(
         text.replace(

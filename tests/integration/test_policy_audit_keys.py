@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers_policy import stub_project
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +40,9 @@ def policy(
     if line:
         assert after in text
         text = text.replace(after, f"{after}\n{line}", 1)
+    # the fixtures' stand-in source folder is tests/fixtures/project; here, one beside the copy
+    text = text.replace('path = "../../project"\n', 'path = "."\n', 1)
+    stub_project(folder)
     path = folder / "rows.toml"
     path.write_text(text, encoding="utf-8")
     return path

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from helpers_policy import stub_project
 
 from release.core.errors import PolicyError
 from release.policy.load import load_policy
@@ -116,6 +117,7 @@ def test_policy_carries_the_sha256_of_the_bytes_read_and_where_they_came_from(
     raw = (ROOT / "rows.toml").read_bytes()
     copy = tmp_path / "copy.toml"
     copy.write_bytes(raw)
+    stub_project(tmp_path, "examples/tinyaxpy")
     policy = load_policy(copy)
     assert policy.sha256 == hashlib.sha256(raw).hexdigest()
     assert policy.source == copy

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_policy import stub_project
 
 from release.core.errors import PolicyError
 from release.policy.load import parse_policy
@@ -27,7 +28,7 @@ def _load(
     for version, keys in (train or {}).items():
         data["train"][version].update(keys)
     data["matrix"].update(matrix or {})
-    (tmp_path / "examples" / "tinyaxpy").mkdir(parents=True, exist_ok=True)
+    stub_project(tmp_path, "examples/tinyaxpy")
     return parse_policy(data, "rows.toml", source=tmp_path / "rows.toml", sha256="0" * 64)
 
 

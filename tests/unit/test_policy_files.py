@@ -11,6 +11,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from helpers_policy import stub_project
 
 from release.core.errors import PolicyError
 from release.policy.load import load_policy
@@ -68,6 +69,7 @@ def test_a_file_over_the_cap_is_refused_before_it_is_read(tmp_path: Path) -> Non
 
 def test_a_file_at_the_cap_is_read(tmp_path: Path) -> None:
     padded = tmp_path / "padded.toml"
+    stub_project(tmp_path, "examples/tinyaxpy")
     padded.write_bytes(ROWS + b"#" * (MAX_POLICY_BYTES - len(ROWS)))
     assert padded.stat().st_size == MAX_POLICY_BYTES
     assert load_policy(padded).project.name == "tinyaxpy"

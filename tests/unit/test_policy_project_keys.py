@@ -1,10 +1,11 @@
 """The [project] keys a real package needs, checked at load: an optional check, a tolerance,
-the form of its wheel tags, build constraints files; project.path relative to the policy file;
-a matrix narrowed to one arch leaving the other arch's keys unused, not wrong. And the record
+the form of its wheel tags, build constraints files; project.path relative to the policy file
+and holding a Python project; a matrix narrowed to one arch leaving the other arch's keys unused, not wrong. And the record
 store's one rule "is this wheel the row's?" for abi3 and py3-none wheels.
 
 Each policy here is examples/lazysaxpy/rows.toml (x86_64, Python 3.12, CPU + CUDA 13.0 and
-13.2) with one change, parsed for real from TOML.
+13.2) with one change, parsed for real from TOML, as if read from a folder holding a stand-in
+Python project (lazysaxpy's project.path is ".").
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_policy import stub_project
 
 from release.core.errors import InputError, PolicyError, SelectionError
 from release.policy.load import load_policy, parse_policy
@@ -33,7 +35,8 @@ SHA = "0" * 64
 
 def _load(folder: Path, change: dict[str, Any] | None = None, **project: object) -> Policy:
     """The lazysaxpy policy with ``project`` keys set (None deletes) and ``change`` merged on top,
-    parsed as if read from ``folder/rows.toml``."""
+    parsed as if read from ``folder/rows.toml``, ``folder`` holding a stand-in Python project."""
+    stub_project(folder)
     data = copy.deepcopy(BASE)
     for key, value in project.items():
         if value is None:
@@ -167,6 +170,7 @@ def test_constraints_from_a_real_file_resolve_against_its_folder(tmp_path: Path)
         'wheel_tags = "py3-none"', 'wheel_tags = "py3-none"\nbuild_constraints = ["pins.txt"]'
     )
     (tmp_path / "rows.toml").write_text(text, encoding="utf-8")
+    stub_project(tmp_path)
     assert load_policy(tmp_path / "rows.toml").project.build_constraints == (tmp_path / "pins.txt",)
 
 
@@ -174,11 +178,64 @@ def test_constraints_from_a_real_file_resolve_against_its_folder(tmp_path: Path)
 
 
 def test_project_path_is_relative_to_the_policy_file(tmp_path: Path) -> None:
-    assert _load(tmp_path, path="..").project.path == ".."
-    assert _load(tmp_path, path="../pkg").project.path == "../pkg"
+    policy_folder = tmp_path / "ci"
+    stub_project(tmp_path, "pkg")
+    stub_project(tmp_path)
+    assert _load(policy_folder, path="..").project.path == ".."
+    assert _load(policy_folder, path="../pkg").project.path == "../pkg"
     message = _refusal(tmp_path, path="/abs/pkg")
     assert "project.path: '/abs/pkg' must be relative to the policy file's folder" in message
     assert (LAZY.parent / load_policy(LAZY).project.path).resolve() == LAZY.parent
+
+
+def test_a_project_path_that_is_no_python_project_is_refused(tmp_path: Path) -> None:
+    """Must fail: a folder that does not exist, a file, and a folder with neither a pyproject.toml
+    nor a setup.py are refused at load, naming the file, the key, the folder and how to fix it."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "setup.cfg").write_text("[metadata]\nname = x\n", encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("not a folder\n", encoding="utf-8")
+    fix = (
+        "set project.path to the folder that holds the package's pyproject.toml (or setup.py), "
+        f"relative to the policy file's folder ({tmp_path.resolve()}); '.' is that folder"
+    )
+    for path, what in (
+        ("src/gone", "does not exist"),
+        ("notes.txt", "is not a folder"),
+        ("empty", "holds no Python project (no pyproject.toml and no setup.py)"),
+    ):
+        message = _refusal(tmp_path, path=path)
+        assert message == f"rows.toml: project.path: {path!r} ({tmp_path.resolve() / path}) {what}; {fix}"
+    with pytest.raises(PolicyError) as info:  # through the real file: the message names it as given
+        load_policy(_write(tmp_path / "ci", path="../src/gone"))
+    assert str(info.value).startswith(f"{tmp_path / 'ci' / 'rows.toml'}: project.path: '../src/gone' (")
+    assert info.value.return_code == 2
+
+
+def test_a_python_project_in_project_path_loads(tmp_path: Path) -> None:
+    """Must pass: a folder holding a pyproject.toml, or only a setup.py, resolved against the
+    policy file's folder with symlinks followed, as the build resolves it."""
+    real = tmp_path / "real"
+    stub_project(real, "pkg")
+    (tmp_path / "legacy").mkdir()
+    (tmp_path / "legacy" / "setup.py").write_text("from setuptools import setup\nsetup()\n", encoding="utf-8")
+    assert _load(tmp_path, path="legacy").project.path == "legacy"
+    # the policy file is a symlink into real/: "pkg" is found beside the file it points to
+    (tmp_path / "link").mkdir()
+    target = _write(real, path="pkg")
+    (tmp_path / "link" / "rows.toml").symlink_to(target)
+    assert load_policy(tmp_path / "link" / "rows.toml").project.path == "pkg"
+    assert load_policy(LAZY).project.path == "."
+
+
+def _write(folder: Path, **project: str) -> Path:
+    """lazysaxpy's rows.toml with ``project`` keys replaced, written to ``folder/rows.toml``."""
+    text = LAZY.read_text(encoding="utf-8")
+    for key, value in project.items():
+        line = next(line for line in text.splitlines() if line.startswith(f"{key} = "))
+        text = text.replace(line, f'{key} = "{value}"')
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "rows.toml").write_text(text, encoding="utf-8")
+    return folder / "rows.toml"
 
 
 # --------------------------------------------------------------------------- a narrowed matrix
@@ -333,6 +390,7 @@ def test_plan_says_which_keys_the_matrix_does_not_use(
     )
     assert text.count("gpu_archs.aarch64") == 2
     (tmp_path / "rows.toml").write_text(text, encoding="utf-8")
+    stub_project(tmp_path)
     assert main(["plan", "--policy", str(tmp_path / "rows.toml")]) == 0
     out, err = capsys.readouterr()
     assert "3 rows: 2 CUDA, 1 CPU" in out and "aarch64" not in out

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers_policy import stub_project
 
 from release.core.errors import PolicyError
 from release.policy.load import load_policy
@@ -148,6 +149,7 @@ def _policy_with_targets(tmp_path: Path, targets: str) -> Path:
     head = text[: text.index("[target.rehearsal]")]
     path = tmp_path / "targets.toml"
     path.write_text(head + targets, encoding="utf-8")
+    stub_project(tmp_path, "examples/tinyaxpy")
     return path
 
 

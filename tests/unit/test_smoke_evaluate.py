@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_policy import stub_project
 
 from release.core.errors import InputError
 from release.policy.load import load_policy
@@ -208,6 +209,7 @@ def _project(tmp: Path, **keys: object) -> Project:
     text = (ROOT / "examples" / "lazysaxpy" / "rows.toml").read_text(encoding="utf-8")
     extra = "".join(f"\n{k} = {v!r}" for k, v in keys.items())
     (tmp / "rows.toml").write_text(text.replace('wheel_tags = "py3-none"', 'wheel_tags = "py3-none"' + extra))
+    stub_project(tmp)  # lazysaxpy's project.path is "."
     return load_policy(tmp / "rows.toml").project
 
 
