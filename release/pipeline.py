@@ -93,6 +93,13 @@ def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path)
             return (
                 f"this machine is {host}; {problem}; or build {row.platform} rows on {row.platform} runners"
             )
+        # the build cross-compiles here (python -m release build ROW) and the audit judges the wheel
+        # with the row's arch's tools; the rehearsal's smoke step does not run another arch yet
+        return (
+            f"this machine is {host}; {row.platform} rows cross-compile and audit here "
+            f"(python -m release build {row.id}), but the rehearsal smoke-tests only {host} rows so far: "
+            f"release {row.platform} rows from {row.platform} runners"
+        )
     try:
         find_python(row.python, env=env)  # the build's (a cross build's too: it runs on this machine)
         smoke_pythons(row, env)  # each the smoke step tests the wheel with, of the row's arch
