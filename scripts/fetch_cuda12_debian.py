@@ -46,19 +46,19 @@ if str(REPO_ROOT) not in sys.path:
 from release.core.errors import StepFailed, ToolError, WheelwrightError  # noqa: E402
 from release.core.proc import run  # noqa: E402
 from release.emulate import apt  # noqa: E402
-from release.emulate.apt import (  # noqa: E402,F401  (names this script's users import from it)
-    COMPONENTS,
-    DEBIAN_SUITES,
-    AptSource,
-    DebFile,
-    NoDebianSource,
-    PackageMissing,
-    debian_mirror,
-    find_debian_mirror,
-    parse_deb822_sources,
-    parse_one_line_sources,
-    read_apt_sources,
-)
+
+# the names this script's users import from it
+COMPONENTS = apt.COMPONENTS
+DEBIAN_SUITES = apt.DEBIAN_SUITES
+AptSource = apt.AptSource
+DebFile = apt.DebFile
+NoDebianSource = apt.NoDebianSource
+PackageMissing = apt.PackageMissing
+debian_mirror = apt.debian_mirror
+find_debian_mirror = apt.find_debian_mirror
+parse_deb822_sources = apt.parse_deb822_sources
+parse_one_line_sources = apt.parse_one_line_sources
+read_apt_sources = apt.read_apt_sources
 
 SUITE = "trixie"
 CUDA_RELEASE = "12.4"

@@ -98,7 +98,7 @@ def test_publish_refuses_a_wheel_whose_cache_entry_was_edited_to_pass(
     entry.write_text(json.dumps(data), encoding="utf-8")
     edited = entry.read_bytes()
     believed = _audit(wheel, policy)  # the audit with the cache believes the edited entry
-    assert believed.passed and all(f["details"].get("cached") for f in _cpp(believed))  # type: ignore[union-attr]
+    assert believed.passed and all(f["details"].get("cached") for f in _cpp(believed))  # type: ignore[attr-defined]
 
     with pytest.raises(CheckFailed) as info:
         _publish(wheel, policy, local_index_server)
