@@ -181,27 +181,33 @@ def evaluate(
     cpp: Mapping[str, Any] | None = None,
     *,
     project: Project | None = None,
+    other_cpu: Sequence[tuple[str, str]] = (),
 ) -> Outcome:
     """Decide pass/fail from what the probe (and the C++ consumer) reported. Pure.
 
     ``project``: the policy's [project] table, for the check's tolerance (none: exact).
+    ``other_cpu``: the installed libraries built for another CPU than the row's, with theirs
+    (:func:`release.smoke.libraries.other_cpu`): each fails the run, named.
     """
-    lines: list[str] = []
+    cpu_lines = [
+        f"✗ {member} is built for {cpu}, not for this {row.platform} row: no {row.platform} interpreter can load it"
+        for member, cpu in other_cpu
+    ]
     if probe.get("import") != "ok":
         return Outcome(
             False,
             False,
-            (f"✗ import failed in a fresh venv: {probe.get('import')}",),
+            (f"✗ import failed in a fresh venv: {probe.get('import')}", *cpu_lines),
             None,
             None,
             dict(probe),
         )
-    lines.append(f"✓ installed and imported in a fresh Python {probe.get('python')} venv")
+    lines: list[str] = [f"✓ installed and imported in a fresh Python {probe.get('python')} venv", *cpu_lines]
     site = str(probe.get("site"))
     library_lines, libraries_ok, n_libraries = _library_lines(row, probe)
     runtime_lines, runtime_ok, libcudart = _runtime_lines(row, probe, n_libraries)
     lines += library_lines + runtime_lines
-    ok = libraries_ok and runtime_ok
+    ok = libraries_ok and runtime_ok and not cpu_lines
 
     executed = bool(probe.get("run_check"))
     skipped = None

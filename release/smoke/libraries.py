@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import posixpath
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from release.binary.elf_core import ElfError, is_elf
 from release.core.errors import InputError
 from release.resources import cuda
 
+EM_CUDA = 190  # a cubin's e_machine: device code, not a host library
 LIBRARIES_FILE = "wheelwright_libraries.json"  # beside the probe: what it loads after the import
 
 
@@ -68,21 +69,26 @@ def _members(wheel: Path) -> list[str]:
         raise InputError(f"{wheel}: cannot read the wheel's member names: {exc}") from None
 
 
-def cuda_linking(wheel: Path, sites: Sequence[Path]) -> tuple[ShippedLibrary, ...]:
-    """The wheel's shared libraries that link a CUDA library, found installed under one of
-    ``sites`` (the venv's platlib and purelib), in member order. A library whose ELF headers
-    cannot be read is kept, with its problem: the probe cannot vouch for it."""
+def _installed(wheel: Path, sites: Sequence[Path]) -> Iterator[tuple[str, Path]]:
+    """Each shared library of the wheel as installed under one of ``sites``: (site-relative, path)."""
     names = _members(wheel)
     tops = {n.split("/", 1)[0] for n in names}
     data_dir = next((t for t in sorted(tops) if t.endswith(".data")), None)
-    out: list[ShippedLibrary] = []
     for member in names:
         rel = site_relative(member, data_dir) if library_name(member) else None
         if rel is None:
             continue
         installed = next((s / rel for s in sites if (s / rel).is_file()), None)
-        if installed is None:
-            continue  # the installer did not put it there: the import or the audit says why
+        if installed is not None:  # else the installer did not put it there: the import or the audit says why
+            yield rel, installed
+
+
+def cuda_linking(wheel: Path, sites: Sequence[Path]) -> tuple[ShippedLibrary, ...]:
+    """The wheel's shared libraries that link a CUDA library, found installed under one of
+    ``sites`` (the venv's platlib and purelib), in member order. A library whose ELF headers
+    cannot be read is kept, with its problem: the probe cannot vouch for it."""
+    out: list[ShippedLibrary] = []
+    for rel, installed in _installed(wheel, sites):
         try:
             if not is_elf(installed):
                 continue
@@ -92,4 +98,21 @@ def cuda_linking(wheel: Path, sites: Sequence[Path]) -> tuple[ShippedLibrary, ..
             continue
         if needs:
             out.append(ShippedLibrary(rel, str(installed), needs))
+    return tuple(out)
+
+
+def other_cpu(wheel: Path, sites: Sequence[Path], platform: str) -> tuple[tuple[str, str], ...]:
+    """The wheel's installed shared libraries built for another CPU than the row's ``platform``
+    (``"aarch64"``): (site-relative member, its CPU). No interpreter of the row can load them; the
+    loader says only "cannot open shared object file" of such a file, so the smoke step names them."""
+    out: list[tuple[str, str]] = []
+    for rel, installed in _installed(wheel, sites):
+        try:
+            if not is_elf(installed):
+                continue
+            elf = read_elf(installed)
+        except ElfError:
+            continue  # cuda_linking reports it
+        if elf.machine != EM_CUDA and elf.machine_name != platform:
+            out.append((rel, elf.machine_name))
     return tuple(out)

@@ -12,6 +12,12 @@ wheel's dependencies from a wheelhouse (:mod:`release.smoke.wheelhouse`) instead
 the indexes for every row. The probe runs from a file; a crash in the project's code shows
 the project's frames only (:mod:`release.smoke.probe`). Which wheel pip and uv would pick
 from an index is :mod:`release.smoke.resolve`.
+
+A row of another CPU (aarch64 on this x86_64 machine) runs the same steps under emulation: its
+interpreter is :func:`release.emulate.python.find_python`'s, whose variables (``QEMU_LD_PREFIX``)
+go into the environment of every command of the row; its dependencies are downloaded for its
+platform; its C++ consumer is built by the cross compiler. The verdict is the same
+:func:`evaluate`; the outcome adds one line saying it ran under emulation and what that cost.
 """
 
 from __future__ import annotations
@@ -36,15 +42,15 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from release import records
 from release.core import log
 from release.core.durations import seconds
-from release.core.errors import InputError, StepFailed
+from release.core.errors import InputError, StepFailed, ToolError
 from release.core.hashing import sha256_file
-from release.core.machine import find_python
+from release.core.machine import PythonInfo, default_cache_dir, host_platform
 from release.core.pip import NO_PIP_CONFIG
 from release.core.proc import Result, run
 from release.policy.matrix import Row
 from release.policy.model import Project
 from release.smoke.evaluate import Outcome, combine, evaluate
-from release.smoke.libraries import LIBRARIES_FILE, cuda_linking
+from release.smoke.libraries import LIBRARIES_FILE, cuda_linking, other_cpu
 from release.smoke.probe import (
     CPP_CONSUMER,
     PROBE,
@@ -53,7 +59,7 @@ from release.smoke.probe import (
     crash_report,
     with_tracebacks,
 )
-from release.smoke.wheelhouse import Wheelhouse, fill
+from release.smoke.wheelhouse import Target, Wheelhouse, fill, target_for
 
 KEEP_TMP_VAR = "WHEELWRIGHT_KEEP_TMP"
 PROBE_TIMEOUT_VAR = "WHEELWRIGHT_SMOKE_TIMEOUT"
@@ -149,15 +155,25 @@ def pip_drives(python_version: str) -> bool:
         return False
 
 
-def _fresh_venv(row: Row, python: Path, venv: Path, limits: Timeouts) -> list[str]:
-    """Make the fresh venv; the pip command line that installs into it."""
-    vpy = venv / "bin" / "python"
+def _fresh_venv(
+    row: Row, info: PythonInfo, venv: Path, limits: Timeouts, env: Mapping[str, str]
+) -> list[str]:
+    """Make the fresh venv; the pip command line that installs into it. ``env``: the environment
+    the interpreter needs (an emulated one's ``QEMU_LD_PREFIX``). Into an emulated venv this
+    environment's pip runs as ``pip --python`` would run it, from a copy compiled for that Python
+    (:mod:`release.emulate.pip`): compiling pip under emulation on every call took a minute."""
+    python, vpy = info.path, venv / "bin" / "python"
     if pip_drives(row.python):
         _log(row, f"creating a fresh venv with {python} (pip {_pip_version()} installs into it)")
-        _step(row, "create a venv", limits.venv, [str(python), "-m", "venv", "--without-pip", str(venv)])
+        venv_args = [str(python), "-m", "venv", "--without-pip", str(venv)]
+        _step(row, "create a venv", limits.venv, venv_args, env=env)
+        if _foreign(info):
+            from release.emulate.pip import pip_runner
+
+            return [str(vpy), str(pip_runner(info, default_cache_dir(env)))]
         return [sys.executable, "-m", "pip", "--python", str(vpy)]
     _log(row, f"creating a fresh venv with {python}")
-    _step(row, "create a venv", limits.venv, [str(python), "-m", "venv", str(venv)])
+    _step(row, "create a venv", limits.venv, [str(python), "-m", "venv", str(venv)], env=env)
     return [str(vpy), "-m", "pip"]
 
 
@@ -179,9 +195,11 @@ def _install(
     env: Mapping[str, str],
     cwd: Path,
     limits: Timeouts,
+    target: Target | None = None,
 ) -> None:
     """Install ``wheel`` and its dependencies: from the indexes, from the (cached, filled on
-    demand) wheelhouse, or from a folder given as it is (a machine with no network)."""
+    demand) wheelhouse, or from a folder given as it is (a machine with no network). ``target``:
+    the platform the wheelhouse downloads for, when the venv's interpreter is another CPU's."""
     if isinstance(wheelhouse, Path):
         _log(row, f"pip install {wheel.name}, its dependencies from {wheelhouse} only (no index)")
         args = install_args(wheel, None, index_url=None, find_links=[wheelhouse], no_index=True)
@@ -213,29 +231,37 @@ def _install(
             return None
         return "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
 
+    # for another CPU, this environment's pip downloads natively (--platform ...); the venv's
+    # pip would run under emulation for the same files
+    fetcher = [sys.executable, "-m", "pip"] if target is not None and importlib.util.find_spec("pip") else pip
+
     def download(args: list[str]) -> None:
-        _step(row, "pip download into the wheelhouse", limits.pip, [*pip, *args], env=env, cwd=cwd)
+        _step(row, "pip download into the wheelhouse", limits.pip, [*fetcher, *args], env=env, cwd=cwd)
 
     _log(row, f"pip install {wheel.name}, its dependencies from {wheelhouse.folder} (no index)")
     if not wheelhouse.fresh() or from_wheelhouse() is not None:
-        fill(wheelhouse, wheel, row_id=row.id, download=download, install=from_wheelhouse)
+        fill(wheelhouse, wheel, row_id=row.id, download=download, install=from_wheelhouse, target=target)
 
 
 SITES = "import json, sysconfig; p = sysconfig.get_paths(); print(json.dumps([p['platlib'], p['purelib']]))"
 
 
-def _libraries(row: Row, wheel: Path, vpy: Path, tmp: Path, env: Mapping[str, str], limits: Timeouts) -> Path:
+def _libraries(
+    row: Row, wheel: Path, vpy: Path, tmp: Path, env: Mapping[str, str], limits: Timeouts
+) -> tuple[Path, tuple[tuple[str, str], ...]]:
     """The JSON file of the wheel's installed libraries that link a CUDA library, for the probe
-    to load after the import (:mod:`release.smoke.libraries`)."""
+    to load after the import (:mod:`release.smoke.libraries`); the installed libraries built for
+    another CPU than the row's."""
     out = _step(row, "find site-packages", limits.venv, [str(vpy), "-c", SITES], env=env, cwd=tmp)
     try:
         sites = [Path(p) for p in json.loads(out.stdout.strip().splitlines()[-1])]
     except (json.JSONDecodeError, IndexError, TypeError) as exc:
         raise StepFailed(f"row {row.id}: the fresh venv did not say where site-packages is: {exc}") from None
-    shipped = cuda_linking(wheel, list(dict.fromkeys(sites)))
+    unique = list(dict.fromkeys(sites))
+    shipped = cuda_linking(wheel, unique)
     target = tmp / LIBRARIES_FILE
     target.write_text(json.dumps([lib.to_json() for lib in shipped]), encoding="utf-8")
-    return target
+    return target, other_cpu(wheel, unique, row.platform)
 
 
 def _probe(
@@ -277,7 +303,7 @@ def smoke_wheel(
     row: Row,
     project: Project,
     wheel: Path,
-    python: Path,
+    python: Path | PythonInfo,
     *,
     index_url: str | None = None,
     extra_index_urls: Sequence[str] = (),
@@ -293,32 +319,39 @@ def smoke_wheel(
     With a :class:`Wheelhouse` the dependencies come from its folder (:mod:`release.smoke.wheelhouse`),
     fetched from the same indexes once, instead of from the indexes for every row; with a plain
     folder (a GPU machine with no network) from that folder only, nothing fetched.
+
+    ``python``: the interpreter (a path: this machine's own), or a :class:`PythonInfo` whose
+    ``env`` every command of the run gets (an emulated interpreter's ``QEMU_LD_PREFIX``).
     """
-    base = dict(os.environ if env is None else env)
+    info = python if isinstance(python, PythonInfo) else PythonInfo(python, row.python)
+    base = info.environ(os.environ if env is None else env)
     limits = timeouts or Timeouts(probe=probe_timeout(None, base))
+    started = time.monotonic()
     keep = base.get(KEEP_TMP_VAR) == "1"
     wheel = wheel.resolve()  # pip runs in the temporary folder
     tmp = Path(tempfile.mkdtemp(prefix=f"ww-smoke-{row.id}-", dir=workdir))
     try:
         venv = tmp / "venv"
-        pip = _fresh_venv(row, python, venv, limits)
+        pip = _fresh_venv(row, info, venv, limits, base)
+        target = target_for(row.manylinux, info.arch, row.python) if _foreign(info) and info.arch else None
         _install(
             row, pip, wheel, index_url=index_url, extra_index_urls=extra_index_urls,
-            wheelhouse=wheelhouse, env=pip_env(base), cwd=tmp, limits=limits,
+            wheelhouse=wheelhouse, env=pip_env(base), cwd=tmp, limits=limits, target=target,
         )  # fmt: skip
         clean = {k: v for k, v in base.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME")}
         vpy = venv / "bin" / "python"
-        libraries = _libraries(row, wheel, vpy, tmp, clean, limits)
+        libraries, foreign = _libraries(row, wheel, vpy, tmp, clean, limits)
         probe = _probe(row, project, vpy, tmp, clean, limits, libraries)
         if isinstance(probe, Outcome):
-            return probe
+            return _with_emulation(probe, info, time.monotonic() - started)
         sdk = probe.get("sdk")
         if project.sdk and "sdk_error" not in probe and not isinstance(sdk, dict):
             probe["sdk_error"] = (
                 f"{project.sdk} returned {type(sdk).__name__}, not a dict of include_dir/lib_dir/libraries"
             )
-        cpp = _cpp_consumer(row, sdk, tmp, clean, limits) if isinstance(sdk, dict) else None
-        outcome = evaluate(row, probe, cpp, project=project)
+        cxx = cross_compiler(info.arch) if _foreign(info) else "g++"
+        cpp = _cpp_consumer(row, sdk, tmp, clean, limits, cxx) if isinstance(sdk, dict) else None
+        outcome = evaluate(row, probe, cpp, project=project, other_cpu=foreign)
         lines = with_tracebacks(outcome.lines, probe)
         if isinstance(wheelhouse, Path):
             lines = (*lines, f"- dependencies installed from {wheelhouse} only (no index)")
@@ -327,7 +360,7 @@ def smoke_wheel(
                 *lines,
                 f"- dependencies installed from the smoke wheelhouse {wheelhouse.folder} (no index)",
             )
-        return dataclasses.replace(outcome, lines=lines)
+        return _with_emulation(dataclasses.replace(outcome, lines=lines), info, time.monotonic() - started)
     finally:
         if keep:
             log.warn(f"==> [{row.id}] smoke: kept {tmp} ({KEEP_TMP_VAR}=1)")
@@ -336,9 +369,10 @@ def smoke_wheel(
 
 
 def _cpp_consumer(
-    row: Row, sdk: Mapping[str, Any], tmp: Path, env: Mapping[str, str], limits: Timeouts
+    row: Row, sdk: Mapping[str, Any], tmp: Path, env: Mapping[str, str], limits: Timeouts, cxx: str = "g++"
 ) -> dict[str, Any]:
-    """Compile, link and run a C++ program against the installed SDK, outside the wheel."""
+    """Compile, link and run a C++ program against the installed SDK, outside the wheel (``cxx``:
+    the cross compiler of an emulated row, whose program then runs under emulation too)."""
     try:
         header = str(sdk["header"])
         src = tmp / "consumer.cpp"
@@ -346,17 +380,61 @@ def _cpp_consumer(
         exe = tmp / "consumer"
         libs = [f"-l{name}" for name in sdk.get("libraries", [])]
         _step(
-            row, "compile the C++ consumer (g++)", limits.compile,
-            ["g++", "-std=c++17", str(src), "-o", str(exe), f"-I{sdk['include_dir']}", f"-L{sdk['lib_dir']}",
+            row, f"compile the C++ consumer ({cxx})", limits.compile,
+            [cxx, "-std=c++17", str(src), "-o", str(exe), f"-I{sdk['include_dir']}", f"-L{sdk['lib_dir']}",
              "-Wl,--no-as-needed", *libs, f"-Wl,-rpath,{sdk['lib_dir']}"])  # fmt: skip
         out = _step(row, "run the C++ consumer", limits.consumer, [str(exe)], env=env)
         return {"loaded": out.stdout.split(), "libraries": list(sdk.get("libraries", []))}
-    except (StepFailed, KeyError) as exc:
+    except (StepFailed, ToolError, KeyError) as exc:
         return {"error": str(exc)}
 
 
 def _log(row: Row, message: str) -> None:
     log.say(row.id, f"smoke: {message}")
+
+
+def _foreign(info: PythonInfo) -> bool:
+    """Whether the interpreter is another CPU's than this machine's (run under emulation)."""
+    return info.arch is not None and info.arch != host_platform()
+
+
+def cross_compiler(arch: str | None) -> str:
+    """The C++ compiler that builds programs for ``arch`` on this machine: Debian's cross
+    ``g++`` (``aarch64-linux-gnu-g++``, package ``g++-aarch64-linux-gnu``), pure."""
+    from release.emulate.recipes import TRIPLET
+
+    if arch is None or arch not in TRIPLET:
+        raise ToolError(f"no cross compiler is known for {arch!r} (known: {sorted(TRIPLET)})")
+    return f"{TRIPLET[arch]}-g++"
+
+
+def emulation_line(info: PythonInfo, seconds: float) -> str:
+    """The one line a run under emulation adds to its outcome (pure)."""
+    return (
+        f"- ran under emulation: CPython {info.version} for {info.arch} on this {host_platform()} machine "
+        f"({info.emulated}); the fresh venv, install and probe took {seconds:.1f} s wall time"
+    )
+
+
+def _with_emulation(outcome: Outcome, info: PythonInfo, seconds: float) -> Outcome:
+    """``outcome`` with the emulation line and ``details["emulation"]`` when it ran under
+    emulation; as it is otherwise."""
+    if not info.emulated:
+        return outcome
+    details = {
+        **outcome.details,
+        "emulation": {
+            "arch": info.arch,
+            "host": host_platform(),
+            "how": info.emulated,
+            "interpreter": str(info.path),
+            "python_version": info.version,
+            "wall_seconds": round(seconds, 2),
+        },
+    }
+    return dataclasses.replace(
+        outcome, lines=(*outcome.lines, emulation_line(info, seconds)), details=details
+    )
 
 
 def write_record(
@@ -386,18 +464,21 @@ def write_record(
     return records.write(wheel, record)
 
 
-def smoke_pythons(row: Row, env: Mapping[str, str]) -> dict[str, Path]:
+def smoke_pythons(row: Row, env: Mapping[str, str]) -> dict[str, PythonInfo]:
     """The interpreter of each Python the row's wheel serves (:attr:`Row.pythons`): one for a
-    cpython row, every Python of the variant for an abi3/py3-none row. A missing one is a
-    ToolMissing naming it, before anything is installed."""
-    return {version: find_python(version, env=env).path for version in row.pythons}
+    cpython row, every Python of the variant for an abi3/py3-none row; for a row of another CPU,
+    the emulated one (:func:`release.emulate.python.find_python`, its sysroot made on first use).
+    A missing one is a ToolError naming it and why, before anything is installed."""
+    from release.emulate.python import find_python
+
+    return {version: find_python(version, row.platform, env=env) for version in row.pythons}
 
 
 def smoke_step(
     row: Row,
     project: Project,
     wheel: Path,
-    pythons: Mapping[str, Path],
+    pythons: Mapping[str, Path | PythonInfo],
     *,
     policy_sha256: str,
     index_url: str | None = None,

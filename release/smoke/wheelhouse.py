@@ -11,7 +11,11 @@ index configuration (``<cache>/smoke-wheelhouse/cu130-<hash of the indexes>/``):
    dependencies from the same indexes the smoke would use, under a lock (rows of one variant
    run in parallel), and install from the wheelhouse again.
 
-The wheel under test never enters the wheelhouse. A dependency that cannot be had fails the
+A row of another CPU than this machine's (aarch64, smoke-tested under emulation: :mod:`release.emulate`)
+downloads for its platform (:class:`Target`: ``pip download --platform manylinux_2_28_aarch64 ...
+--python-version 3.11 --implementation cp --only-binary=:all:``, every manylinux tag down to 2_17, as
+pip on such a machine would accept); its wheels sit beside the host's in the same folder, and pip
+picks by tag. The wheel under test never enters the wheelhouse. A dependency that cannot be had fails the
 download with pip's own message, as an install from the index would. Only a rehearsal uses a
 wheelhouse: a production release installs from the indexes, as its users will.
 """
@@ -73,9 +77,46 @@ def wheelhouse_for(
     return Wheelhouse(folder, variant, index_url, tuple(extra_index_urls))
 
 
-def download_args(house: Wheelhouse, wheel: Path, dest: Path) -> list[str]:
-    """``pip download`` of the wheel's dependencies, binary only, from the wheelhouse's indexes (pure)."""
+@dataclass(frozen=True)
+class Target:
+    """The interpreter the dependencies are for, when it is not the one pip runs on (pure data)."""
+
+    platforms: tuple[str, ...]  # the platform tags it accepts, best first
+    python_version: str  # "3.11"
+    implementation: str = "cp"
+
+    def pip_args(self) -> list[str]:
+        args: list[str] = []
+        for tag in self.platforms:
+            args += ["--platform", tag]
+        return [*args, "--python-version", self.python_version, "--implementation", self.implementation]
+
+
+def platform_tags(manylinux: str, arch: str) -> tuple[str, ...]:
+    """The platform tags pip on a ``manylinux`` (``manylinux_2_28``) system of ``arch`` accepts, best
+    first (pure): ``manylinux_2_28_aarch64`` ... ``manylinux_2_17_aarch64``, the legacy alias
+    ``manylinux2014_aarch64``, then ``linux_aarch64``. A download with ``--platform`` matches the tags
+    given exactly (pip does not widen them), so all are given."""
+    major, _, minor = manylinux.removeprefix("manylinux_").partition("_")
+    if manylinux == "manylinux2014":
+        major, minor = "2", "17"
+    if major != "2" or not minor.isdigit() or int(minor) < 17:
+        raise ValueError(f"{manylinux!r} is not a manylinux_2_X policy with X >= 17")
+    tags = [f"manylinux_2_{m}_{arch}" for m in range(int(minor), 16, -1)]
+    return (*tags, f"manylinux2014_{arch}", f"linux_{arch}")
+
+
+def target_for(manylinux: str, arch: str, python: str) -> Target:
+    """The :class:`Target` of a row's CPU and Python (pure)."""
+    return Target(platform_tags(manylinux, arch), python)
+
+
+def download_args(house: Wheelhouse, wheel: Path, dest: Path, target: Target | None = None) -> list[str]:
+    """``pip download`` of the wheel's dependencies, binary only, from the wheelhouse's indexes,
+    for ``target`` when given (another CPU than pip's own), pure."""
     args = ["download", "--isolated", "--no-input", "--quiet", "--only-binary=:all:", "--dest", str(dest)]
+    if target is not None:
+        args += target.pip_args()
     if house.index_url:
         args += ["--index-url", house.index_url]
     for url in house.extra_index_urls:
@@ -90,21 +131,24 @@ def fill(
     row_id: str,
     download: Callable[[list[str]], None],
     install: Callable[[], str | None],
+    target: Target | None = None,
 ) -> None:
     """Fetch ``wheel``'s dependencies into the wheelhouse, under its lock, then install from it.
 
     ``download(args)`` runs pip with the arguments; ``install()`` tries the no-index install and
     returns None when it worked, else pip's complaint (a row that waited for the lock may find
-    the wheelhouse filled by another row).
+    the wheelhouse filled by another row). ``target``: the interpreter's platform and Python,
+    when pip does not run on it (:func:`target_for`).
     """
     with exclusive(house.lock, holder=f"the smoke of row {row_id}: filling {house.folder}"):
         if house.fresh() and install() is None:
             return
         house.folder.mkdir(parents=True, exist_ok=True)
-        say(row_id, f"smoke: fetching the dependencies of {wheel.name} into {house.folder}")
+        what = f" for {target.platforms[0]}, Python {target.python_version}" if target is not None else ""
+        say(row_id, f"smoke: fetching the dependencies of {wheel.name}{what} into {house.folder}")
         tmp = Path(tempfile.mkdtemp(prefix=".fetch-", dir=house.folder.parent))
         try:
-            download(download_args(house, wheel, tmp))
+            download(download_args(house, wheel, tmp, target))
             for got in sorted(tmp.iterdir()):
                 if got.name != wheel.name and got.suffix == ".whl":  # never the wheel under test
                     got.replace(house.folder / got.name)  # atomic: readers see whole files
