@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from release.core import machine
+from release.core.errors import ToolError
 from release.core.machine import PythonInfo, default_cache_dir, host_platform
 from release.emulate import binfmt
 from release.emulate.recipes import load
@@ -42,3 +43,17 @@ def find_python(version: str, arch: str | None = None, *, env: Mapping[str, str]
         return machine.find_python(version, env=env)
     info, _sysroot = emulated_python(version, arch, cache_dir=default_cache_dir(env))
     return info
+
+
+def emulation_problem(version: str, arch: str) -> str | None:
+    """Why CPython ``version`` for ``arch`` cannot run on this machine, or None when it can (its
+    own CPU, or emulation set up and a recipe for that Python). Cheap: it reads the kernel's
+    ``binfmt_misc`` files and the recipes, and makes no sysroot (:func:`find_python` does)."""
+    if arch == host_platform():
+        return None
+    try:
+        binfmt.require(arch)
+        load().for_python(version, arch)
+    except ToolError as exc:
+        return str(exc)
+    return None
