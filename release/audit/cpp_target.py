@@ -23,7 +23,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +34,7 @@ from release.binary.elf import ElfError, ElfInfo, read_elf
 from release.binary.ldd import platform_of
 from release.core import proc
 from release.core.errors import ToolError
-from release.core.machine import host_platform
+from release.core.machine import CROSS_PACKAGES, TRIPLETS, host_platform
 
 __all__ = [
     "CROSS_PACKAGES",
@@ -54,24 +54,6 @@ __all__ = [
 
 # The GNU triplet of each CPU architecture a manylinux/musllinux tag names (auditwheel's names), and the
 # Debian packages that give its cross compilers and C library on another machine.
-TRIPLETS: Mapping[str, str] = {
-    "x86_64": "x86_64-linux-gnu",
-    "aarch64": "aarch64-linux-gnu",
-    "ppc64le": "powerpc64le-linux-gnu",
-    "s390x": "s390x-linux-gnu",
-    "i686": "i686-linux-gnu",
-    "armv7l": "arm-linux-gnueabihf",
-    "riscv64": "riscv64-linux-gnu",
-}
-CROSS_PACKAGES: Mapping[str, str] = {
-    "x86_64": "g++-x86-64-linux-gnu libc6-dev-amd64-cross",
-    "aarch64": "g++-aarch64-linux-gnu libc6-dev-arm64-cross",
-    "ppc64le": "g++-powerpc64le-linux-gnu libc6-dev-ppc64el-cross",
-    "s390x": "g++-s390x-linux-gnu libc6-dev-s390x-cross",
-    "i686": "g++-i686-linux-gnu libc6-dev-i386-cross",
-    "armv7l": "g++-arm-linux-gnueabihf libc6-dev-armhf-cross",
-    "riscv64": "g++-riscv64-linux-gnu libc6-dev-riscv64-cross",
-}
 _TAG = re.compile(r"^(?:manylinux\d+|manylinux_\d+_\d+|musllinux_\d+_\d+|linux)_(?P<arch>.+)$")
 _KNOWN = frozenset({*TRIPLETS, "ppc64", "loongarch64"})
 # the probe: a C program linked, a C++ file compiled (a second or two of a cross compiler at most)

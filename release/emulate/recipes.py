@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from release.core.errors import ToolError
+from release.core.machine import TRIPLETS
 
 RECIPES_FILE = Path(__file__).with_name("sysroots.toml")
 SCHEMA_VERSION = 1
-# Debian's architecture name for each CPU of the policy, and its multiarch triplet
+# Debian's architecture name for each CPU of the policy (triplets: release.core.machine.TRIPLETS)
 DEBIAN_ARCH = {"aarch64": "arm64", "x86_64": "amd64"}
-TRIPLET = {"aarch64": "aarch64-linux-gnu", "x86_64": "x86_64-linux-gnu"}
 LAYOUT_VERSION = 1  # how a sysroot is laid out and checked (release.emulate.sysroot); in the key
 _PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 
@@ -39,7 +39,7 @@ class Recipe:
 
     @property
     def triplet(self) -> str:
-        return TRIPLET[self.arch]
+        return TRIPLETS[self.arch]
 
     def to_json(self) -> dict[str, Any]:
         return {

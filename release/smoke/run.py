@@ -401,11 +401,12 @@ def _foreign(info: PythonInfo) -> bool:
 def cross_compiler(arch: str | None) -> str:
     """The C++ compiler that builds programs for ``arch`` on this machine: Debian's cross
     ``g++`` (``aarch64-linux-gnu-g++``, package ``g++-aarch64-linux-gnu``), pure."""
-    from release.emulate.recipes import TRIPLET
+    from release.core.machine import TRIPLETS
+    from release.emulate.recipes import DEBIAN_ARCH  # the arches the emulated smoke runs
 
-    if arch is None or arch not in TRIPLET:
-        raise ToolError(f"no cross compiler is known for {arch!r} (known: {sorted(TRIPLET)})")
-    return f"{TRIPLET[arch]}-g++"
+    if arch is None or arch not in DEBIAN_ARCH:
+        raise ToolError(f"no cross compiler is known for {arch!r} (known: {sorted(DEBIAN_ARCH)})")
+    return f"{TRIPLETS[arch]}-g++"
 
 
 def emulation_line(info: PythonInfo, seconds: float) -> str:

@@ -41,17 +41,11 @@ from release.core import proc
 from release.core.errors import ToolError
 from release.core.locks import install_once
 from release.core.log import say
-from release.core.machine import PythonInfo, host_platform
+from release.core.machine import CROSS_PACKAGES, TRIPLETS, PythonInfo, host_platform
 from release.core.pip import NO_PIP_CONFIG
 from release.policy.matrix import Row
 from release.wheelbuild.toolchain import Toolchain
 
-TRIPLETS: Mapping[str, str] = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
-# the Debian packages that give the cross compilers of each target arch
-CROSS_PACKAGES: Mapping[str, str] = {
-    "aarch64": "g++-aarch64-linux-gnu libc6-dev-arm64-cross",
-    "x86_64": "g++-x86-64-linux-gnu libc6-dev-amd64-cross",
-}
 # manylinux platform tags pip accepts for the target's CUDA runtime wheel
 PIP_PLATFORMS: Mapping[str, tuple[str, ...]] = {
     "aarch64": ("manylinux_2_28_aarch64", "manylinux_2_27_aarch64", "manylinux2014_aarch64"),
