@@ -40,3 +40,17 @@ def pip_install_target(
         timeout=PIP_TIMEOUT_S,
         step=f"installing {', '.join(pins)} into {dest}",
     )
+
+
+def platform_tags(manylinux: str, arch: str) -> tuple[str, ...]:
+    """The platform tags pip on a ``manylinux`` (``manylinux_2_28``) system of ``arch`` accepts, best
+    first (pure): ``manylinux_2_28_aarch64`` ... ``manylinux_2_17_aarch64``, the legacy alias
+    ``manylinux2014_aarch64``, then ``linux_aarch64``. A download with ``--platform`` matches the tags
+    given exactly (pip does not widen them), so all are given."""
+    major, _, minor = manylinux.removeprefix("manylinux_").partition("_")
+    if manylinux == "manylinux2014":
+        major, minor = "2", "17"
+    if major != "2" or not minor.isdigit() or int(minor) < 17:
+        raise ValueError(f"{manylinux!r} is not a manylinux_2_X policy with X >= 17")
+    tags = [f"manylinux_2_{m}_{arch}" for m in range(int(minor), 16, -1)]
+    return (*tags, f"manylinux2014_{arch}", f"linux_{arch}")

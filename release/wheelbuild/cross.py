@@ -42,15 +42,10 @@ from release.core.errors import ToolError
 from release.core.locks import install_once
 from release.core.log import say
 from release.core.machine import CROSS_PACKAGES, TRIPLETS, PythonInfo, host_platform
-from release.core.pip import NO_PIP_CONFIG
+from release.core.pip import NO_PIP_CONFIG, platform_tags
 from release.policy.matrix import Row
 from release.wheelbuild.toolchain import Toolchain
 
-# manylinux platform tags pip accepts for the target's CUDA runtime wheel
-PIP_PLATFORMS: Mapping[str, tuple[str, ...]] = {
-    "aarch64": ("manylinux_2_28_aarch64", "manylinux_2_27_aarch64", "manylinux2014_aarch64"),
-    "x86_64": ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux2014_x86_64"),
-}
 DOWNLOAD_TIMEOUT_S = 600.0
 PROBE_TIMEOUT_S = 60.0
 
@@ -224,7 +219,7 @@ def _real_include(home: Path) -> Path:
     raise ToolError(f"no cuda_runtime.h under {home}/include or {home}/targets/x86_64-linux/include")
 
 
-def _download_runtime(pin: str, arch: str, dest: Path, env: Mapping[str, str], row_id: str) -> Path:
+def _download_runtime(pin: str, row: Row, dest: Path, env: Mapping[str, str]) -> Path:
     """The target's CUDA runtime wheel ``pin`` for ``arch``, downloaded into ``dest``."""
     argv = [
         sys.executable,
@@ -238,7 +233,8 @@ def _download_runtime(pin: str, arch: str, dest: Path, env: Mapping[str, str], r
         "-d",
         str(dest),
     ]
-    for platform in PIP_PLATFORMS[arch]:
+    arch, row_id = row.platform, row.id
+    for platform in platform_tags(row.manylinux, arch):
         argv += ["--platform", platform]
     say(row_id, f"downloading {pin} for {arch} (the target's CUDA runtime, once)...")
     proc.run(
@@ -266,7 +262,7 @@ def cross_cuda_home(row: Row, toolchain: Toolchain, cache_dir: Path, env: Mappin
     final = cache_dir / "cross" / arch / f"cuda-{toolchain.full_version}-{key}"
 
     def fill(tmp: Path) -> None:
-        wheel = _download_runtime(pin, arch, tmp / "download", env, row.id)
+        wheel = _download_runtime(pin, row, tmp / "download", env)
         lib = tmp / "targets" / f"{arch}-linux" / "lib"
         lib.mkdir(parents=True)
         with zipfile.ZipFile(wheel) as zf:
