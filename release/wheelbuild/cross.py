@@ -47,6 +47,7 @@ from release.policy.matrix import Row
 from release.wheelbuild.toolchain import Toolchain
 
 DOWNLOAD_TIMEOUT_S = 600.0
+RUNTIME_MEMBER_CAP = 256 * 1024 * 1024  # libcudart is under 1 MiB; zipfile stops reading at the declared size
 PROBE_TIMEOUT_S = 60.0
 
 
@@ -269,7 +270,12 @@ def cross_cuda_home(row: Row, toolchain: Toolchain, cache_dir: Path, env: Mappin
             for info in zf.infolist():
                 parts = Path(info.filename).parts
                 if len(parts) >= 2 and parts[-2] == "lib" and ".so" in parts[-1] and not info.is_dir():
-                    (lib / parts[-1]).write_bytes(zf.read(info))
+                    if info.file_size > RUNTIME_MEMBER_CAP:
+                        raise ToolError(
+                            f"{wheel.name}: {info.filename} says {info.file_size} bytes; a CUDA runtime library is far smaller"
+                        )
+                    with zf.open(info) as src, (lib / parts[-1]).open("wb") as out:
+                        shutil.copyfileobj(src, out)
                     (lib / parts[-1]).chmod(0o755)
         major = toolchain.version.split(".")[0]
         soname = f"libcudart.so.{major}"
