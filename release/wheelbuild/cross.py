@@ -250,6 +250,22 @@ def _download_runtime(pin: str, row: Row, dest: Path, env: Mapping[str, str]) ->
     return wheels[0]
 
 
+def extract_libraries(wheel: Path, lib: Path) -> None:
+    """The shared libraries under a ``lib/`` folder of a CUDA runtime wheel, streamed into ``lib``;
+    a member that declares more than :data:`RUNTIME_MEMBER_CAP` bytes is refused."""
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            parts = Path(info.filename).parts
+            if len(parts) >= 2 and parts[-2] == "lib" and ".so" in parts[-1] and not info.is_dir():
+                if info.file_size > RUNTIME_MEMBER_CAP:
+                    raise ToolError(
+                        f"{wheel.name}: {info.filename} says {info.file_size} bytes; a CUDA runtime library is far smaller"
+                    )
+                with zf.open(info) as src, (lib / parts[-1]).open("wb") as out:
+                    shutil.copyfileobj(src, out)
+                (lib / parts[-1]).chmod(0o755)
+
+
 def cross_cuda_home(row: Row, toolchain: Toolchain, cache_dir: Path, env: Mapping[str, str]) -> Path:
     """The cross CUDA_HOME of a CUDA row (made once per toolchain and runtime pin)."""
     arch = row.platform
@@ -266,17 +282,7 @@ def cross_cuda_home(row: Row, toolchain: Toolchain, cache_dir: Path, env: Mappin
         wheel = _download_runtime(pin, row, tmp / "download", env)
         lib = tmp / "targets" / f"{arch}-linux" / "lib"
         lib.mkdir(parents=True)
-        with zipfile.ZipFile(wheel) as zf:
-            for info in zf.infolist():
-                parts = Path(info.filename).parts
-                if len(parts) >= 2 and parts[-2] == "lib" and ".so" in parts[-1] and not info.is_dir():
-                    if info.file_size > RUNTIME_MEMBER_CAP:
-                        raise ToolError(
-                            f"{wheel.name}: {info.filename} says {info.file_size} bytes; a CUDA runtime library is far smaller"
-                        )
-                    with zf.open(info) as src, (lib / parts[-1]).open("wb") as out:
-                        shutil.copyfileobj(src, out)
-                    (lib / parts[-1]).chmod(0o755)
+        extract_libraries(wheel, lib)
         major = toolchain.version.split(".")[0]
         soname = f"libcudart.so.{major}"
         if not (lib / soname).is_file():

@@ -103,3 +103,29 @@ def test_the_selection_takes_the_machines_arch_unless_told(
     command: str, given: str | None, patterns: list[str], env: dict[str, str], want: str | None
 ) -> None:
     assert selected_arch(command, given, patterns, env, "x86_64") == want
+
+
+def _runtime_wheel(path: Path, size: int) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("nvidia/cu13/lib/libcudart.so.13", b"\x7fELF" + b"\0" * (size - 4))
+        zf.writestr("nvidia/cu13/include/cuda_runtime.h", b"/* header */")
+    return path
+
+
+def test_the_runtime_libraries_are_extracted_and_a_member_over_the_cap_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from release.wheelbuild import cross
+
+    monkeypatch.setattr(cross, "RUNTIME_MEMBER_CAP", 1000)
+    ok = tmp_path / "ok"
+    ok.mkdir()
+    cross.extract_libraries(_runtime_wheel(tmp_path / "small.whl", 1000), ok)
+    assert [p.name for p in ok.iterdir()] == ["libcudart.so.13"]  # headers are not libraries
+    big = tmp_path / "big"
+    big.mkdir()
+    with pytest.raises(ToolError, match=r"libcudart\.so\.13 says 1001 bytes"):
+        cross.extract_libraries(_runtime_wheel(tmp_path / "big.whl", 1001), big)
+    assert list(big.iterdir()) == []
