@@ -195,7 +195,8 @@ def write_sysconfig(python: PythonInfo, target: str, cc: Path, cxx: Path, cache_
             "-c",
             "import json, sysconfig; print(json.dumps(sysconfig.get_config_vars(), default=str))",
         ],
-        env={**os.environ, **NO_PIP_CONFIG},
+        # the host's own description: a caller's _PYTHON_SYSCONFIGDATA_NAME/_PYTHON_HOST_PLATFORM would change it
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("_PYTHON_")}, **NO_PIP_CONFIG},
         timeout=PROBE_TIMEOUT_S,
         step=f"reading {python.path}'s sysconfig",
     )
