@@ -11,9 +11,10 @@ from helpers_rows import rows_by_id
 
 from release.core.errors import ToolError
 from release.core.machine import PythonInfo
+from release.core.pip import platform_tags
 from release.smoke.evaluate import evaluate
 from release.smoke.run import cross_compiler, emulation_line
-from release.smoke.wheelhouse import Wheelhouse, download_args, platform_tags, target_for
+from release.smoke.wheelhouse import Wheelhouse, download_args, target_for
 
 
 def test_platform_tags_cover_every_manylinux_down_to_2_17_then_the_legacy_alias() -> None:
