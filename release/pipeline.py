@@ -83,6 +83,7 @@ def git_dirty(repo: Path) -> list[str]:
 def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path) -> str | None:
     """None when this machine can build the row, else the reason it cannot (said, not hidden)."""
     from release.core.machine import find_python
+    from release.emulate.python import emulation_problem
     from release.smoke.run import smoke_pythons
     from release.wheelbuild.cross import cross_problem
     from release.wheelbuild.toolchain import resolve_toolchain
@@ -93,16 +94,16 @@ def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path)
             return (
                 f"this machine is {host}; {problem}; or build {row.platform} rows on {row.platform} runners"
             )
-        # the build cross-compiles here (python -m release build ROW) and the audit judges the wheel
-        # with the row's arch's tools; the rehearsal's smoke step does not run another arch yet
-        return (
-            f"this machine is {host}; {row.platform} rows cross-compile and audit here "
-            f"(python -m release build {row.id}), but the rehearsal smoke-tests only {host} rows so far: "
-            f"release {row.platform} rows from {row.platform} runners"
-        )
+        # the build cross-compiles here, the audit judges with the row's arch's tools, and the
+        # smoke step runs the row's Pythons under emulation: each must have a recipe here
+        for version in row.pythons:
+            problem = emulation_problem(version, row.platform)
+            if problem is not None:
+                return f"this machine is {host}; {row.platform} rows build here, but cannot be smoke-tested: {problem}"
     try:
         find_python(row.python, env=env)  # the build's (a cross build's too: it runs on this machine)
-        smoke_pythons(row, env)  # each the smoke step tests the wheel with, of the row's arch
+        if row.platform == host:
+            smoke_pythons(row, env)  # each the smoke step tests the wheel with (emulated: checked above)
         if row.is_cuda:
             resolve_toolchain(row, env=env, cache_dir=cache_dir, install=False)
     except ToolError as exc:
