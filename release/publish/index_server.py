@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 from release.core.errors import InputError, StepFailed
 from release.publish import lock
+from release.publish.index_lease import in_use_problem
 from release.publish.local_index import (
     HOST,
     LOG_FILE,
@@ -262,6 +263,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _start_or_stop(args: argparse.Namespace, variants: Sequence[str]) -> int:
     """``start`` / ``stop``, holding the index root's lock (a publish to it holds it too)."""
     if args.command == "stop":
+        problem = in_use_problem(args.root, "stop the local index")
+        if problem is not None:
+            raise StepFailed(problem)
         print("stopped" if stop(args.root) else "no server was running", file=sys.stderr)
         return 0
     index = start_detached(variants, args.root, port=args.port)

@@ -32,6 +32,7 @@ from release.policy.targets import Target
 from release.publish import lock
 from release.publish import manifest as mf
 from release.publish.deadlines import Deadlines
+from release.publish.index_lease import in_use_problem
 from release.publish.local_index import PACKAGES_DIR, RELEASES_DIR, LocalIndex, attach, start_detached, stop
 from release.publish.plan import Log, PublishReport, ruled
 from release.publish.reverify import gpu_gate_problems
@@ -58,23 +59,34 @@ def ensure_local_index(
     """Attach to the rehearsal index under ``root``, or start one that outlives this process.
 
     ``fresh``: stop it and empty it first (each ``release --rehearsal`` publishes to a clean index,
-    so rehearsing again after a change never meets the last rehearsal's files).
+    so rehearsing again after a change never meets the last rehearsal's files). Neither stops it
+    while another run holds a lease on it (:mod:`release.publish.index_lease`): StepFailed naming
+    that run. Call it holding the index root's lock.
     """
     if fresh:
+        _not_in_use(root, "stop and empty the local index")
         stop(root)
         shutil.rmtree(root / PACKAGES_DIR, ignore_errors=True)
         shutil.rmtree(root / RELEASES_DIR, ignore_errors=True)
     try:
-        index = attach(root)
+        index: LocalIndex | None = attach(root)
+    except StepFailed:
+        index = None
+    if index is not None:
         if set(variants) <= set(index.variants):
             return index
+        _not_in_use(root, "restart the local index with more variants")
         stop(root)
-    except StepFailed:
-        pass
     log.info(
         f"==> starting a local index under {root} (stop it: python -m release.publish.index_server stop --root {root})"
     )
     return start_detached(list(variants), root)
+
+
+def _not_in_use(root: Path, doing: str) -> None:
+    problem = in_use_problem(root, doing)
+    if problem is not None:
+        raise StepFailed(problem)
 
 
 def destination(

@@ -7,8 +7,10 @@ then refuses naming the first), then makes the run's private staging folder **ou
 it is made. Every wheel is copied there, audited again and uploaded from there
 (:mod:`release.publish.reverify`, :mod:`release.publish.seal`). The folder goes on every way out
 of the ``with`` block, an error or Ctrl-C included. A ``kill -9`` runs no cleanup; the next run
-removes every staging folder of this user whose run is gone (its pid no longer lives) and says
-so; one of a run still alive is never touched.
+removes every staging folder of this user whose run is gone and says so: the folder's name
+records its run's pid and start time (``wheelwright-publish-<pid>-t<ticks>-*``), and a run is
+gone when that pid no longer lives or lives as a process started at another time (checked in
+/proc, not assumed). One of a run still alive is never touched.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.core import liveness
 from release.core.errors import StepFailed
 from release.publish import lock
 from release.publish.plan import Log
@@ -44,24 +47,22 @@ def staging_root(env: Mapping[str, str]) -> Path:
     return Path(value) if value and Path(value).is_dir() else Path(tempfile.gettempdir())
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _pid_of(name: str, prefix: str) -> int | None:
-    head = name.removeprefix(prefix).split("-", 1)[0]
-    return int(head) if head.isdigit() else None
+def staging_owner(name: str, prefix: str = STAGING_PREFIX) -> tuple[int, int | None] | None:
+    """(pid, start ticks) of the run a staging folder's name says made it (``<prefix><pid>-t<ticks>-*``;
+    an earlier version wrote ``<prefix><pid>-*``: ticks None); None for a name that says neither."""
+    parts = name.removeprefix(prefix).split("-")
+    if not parts[0].isdigit():
+        return None
+    tag = parts[1] if len(parts) > 2 else ""
+    ticks = int(tag[1:]) if tag.startswith("t") and tag[1:].isdigit() else None
+    return int(parts[0]), ticks
 
 
 def sweep_staging(root: Path, log: Log, *, legacy: Path | None = None) -> list[Path]:
     """Remove the staging folders of runs that ended without cleaning up: this user's folders
-    under ``root`` whose run's pid no longer lives (and, under ``legacy``, dist/.publish, the
+    under ``root`` whose run is gone: its pid no longer lives, or lives as another process (a start
+    time other than the one the folder's name records; :func:`release.core.liveness.same_process`).
+    A folder whose run cannot be proved gone is kept. (And, under ``legacy``, dist/.publish, the
     place an earlier version kept them; call it holding dist/'s lock)."""
     removed: list[Path] = []
     me = os.getuid()
@@ -69,25 +70,33 @@ def sweep_staging(root: Path, log: Log, *, legacy: Path | None = None) -> list[P
     if legacy is not None and legacy.is_dir():
         found += [(f, LEGACY_PREFIX) for f in sorted(legacy.glob(f"{LEGACY_PREFIX}*"))]
     for folder, prefix in found:
-        pid = _pid_of(folder.name, prefix)
+        owner = staging_owner(folder.name, prefix)
         try:
             st = folder.lstat()
         except OSError:
             continue
-        if pid is None or pid == os.getpid() or not stat.S_ISDIR(st.st_mode) or st.st_uid != me:
+        if owner is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != me:
             continue
-        if prefix == STAGING_PREFIX and _alive(pid):
-            continue  # another run's, still going (any dist/)
+        pid, ticks = owner
+        if prefix == STAGING_PREFIX and liveness.same_process(pid, ticks):
+            continue  # a run still going (any dist/; this one's own included), checked by its start time
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
         log(f"removed {folder}: a staging folder left by an earlier run (pid {pid}) that was killed")
     return removed
 
 
+def staging_prefix() -> str:
+    """This run's staging folders' name prefix: ``wheelwright-publish-<pid>-t<start ticks>-``."""
+    pid = os.getpid()
+    ticks = liveness.start_ticks(pid)
+    return f"{STAGING_PREFIX}{pid}-" + (f"t{ticks}-" if ticks is not None else "")
+
+
 def make_staging(root: Path) -> Path:
     """A fresh private folder for this run: mode 0700, owned by this user (checked, not assumed)."""
     try:
-        folder = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=root))
+        folder = Path(tempfile.mkdtemp(prefix=staging_prefix(), dir=root))
         st = folder.lstat()
     except OSError as exc:
         raise StepFailed(f"cannot make a private staging folder in {root}: {exc.strerror or exc}") from None

@@ -1,0 +1,125 @@
+"""Leases on the local rehearsal index: no run stops or empties it while another run uses it.
+
+A rehearsal starts the local index (:mod:`release.publish.local_index`), empties it, publishes
+to it and then checks what pip and uv install from it. A second run in the same folder must
+not stop or empty it in between. Each run that uses the index holds a **lease** for its whole
+run: a file ``<root>/leases/<pid>-t<start ticks>.json`` naming the run (pid, /proc start time,
+command line, start), written under the index root's lock (:mod:`release.publish.lock`) only
+when no other run's lease is live, and removed when the run ends. A lease is live while its
+process is (:func:`release.core.liveness.same_process`: the pid alive *and* started when the
+lease says), so one left by a ``kill -9`` is swept by the next reader, never believed.
+
+- :func:`lease` (context manager): take this run's lease; while another run's is live, wait up
+  to ``wait_s`` (saying so), then refuse (StepFailed, exit 4, ``[rule: one-run]``) naming it.
+- :func:`in_use_problem`: what stops a stop or an emptying of the index now (another run's live
+  lease), in words; None when nothing does. Called under the index root's lock by whatever
+  stops or empties the index (a rehearsal's fresh start, ``index_server stop``).
+
+The index itself outlives the runs (a rehearsal leaves an index to ``pip install`` from);
+nothing here stops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from release.core import liveness
+from release.core.errors import StepFailed
+from release.publish import lock
+
+LEASES_DIR = "leases"
+_mine: dict[Path, int] = {}  # root -> depth: this process's leases (re-entrant)
+
+
+def _lease_file(root: Path, holder: lock.Holder) -> Path:
+    tag = f"-t{holder.ticks}" if holder.ticks is not None else ""
+    return root / LEASES_DIR / f"{holder.pid}{tag}.json"
+
+
+def live_leases(root: Path) -> list[lock.Holder]:
+    """Other runs' live leases on the index under ``root``; dead ones are removed on the way."""
+    found: list[lock.Holder] = []
+    folder = root / LEASES_DIR
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            ticks = data.get("ticks")
+            holder = lock.Holder(
+                int(data["pid"]),
+                str(data["command"]),
+                str(data["started"]),
+                str(data["host"]),
+                ticks if type(ticks) is int else None,
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue  # being written, or not a lease: never a reason to remove anything
+        if holder.pid == os.getpid():
+            continue
+        if liveness.same_process(holder.pid, holder.ticks):
+            found.append(holder)
+        else:
+            path.unlink(missing_ok=True)  # its run is gone (checked, not assumed)
+    return found
+
+
+def in_use_problem(root: Path, doing: str, *, waited: str = "") -> str | None:
+    """Why ``doing`` ("stop the local index") may not happen now; None when no other run uses it."""
+    others = live_leases(root)
+    if not others:
+        return None
+    who = "; ".join(h.describe() for h in others)
+    return (
+        f"cannot {doing} ({root}): another wheelwright run is using it: {who}. Wait for that run to "
+        f"finish, then run again{waited} [rule: one-run]"
+    )
+
+
+@contextlib.contextmanager
+def lease(
+    root: Path,
+    *,
+    wait_s: float,
+    log: Callable[[str], None] | None = None,
+    command: str | None = None,
+) -> Iterator[lock.Holder]:
+    """Hold this run's lease on the local index under ``root`` for the ``with`` block."""
+    key = root.resolve() if root.exists() else root.absolute()
+    me = lock.me(command)
+    if key in _mine:
+        _mine[key] += 1
+        try:
+            yield me
+        finally:
+            _mine[key] -= 1
+        return
+    path = _lease_file(key, me)
+    start, said = time.monotonic(), False
+    while True:
+        left = max(0.0, wait_s - (time.monotonic() - start))
+        with lock.hold(key, what="the local index", command=command, wait_s=left, log=log):
+            waited = f"; this run waited {wait_s:g} s (--wait, {lock.WAIT_ENV}) and changed nothing"
+            problem = in_use_problem(key, "use the local index", waited=waited)
+            if problem is None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(dataclasses.asdict(me), sort_keys=True) + "\n", encoding="utf-8")
+                tmp.replace(path)
+                break
+        if time.monotonic() - start >= wait_s:
+            raise StepFailed(problem)
+        if log is not None and not said:
+            log(f"waiting up to {wait_s:g} s for the local index ({key}): {problem.split('. Wait')[0]}")
+            said = True
+        time.sleep(lock.POLL_S * 5)
+    _mine[key] = 1
+    try:
+        yield me
+    finally:
+        _mine.pop(key, None)
+        path.unlink(missing_ok=True)
