@@ -191,17 +191,21 @@ def find_cudart(cfg: Config) -> Path:
 
 
 def tool_version(tool: str) -> str:
+    """The tool's name and what ``--version`` says: its identity, not where this machine keeps it."""
     path = shutil.which(tool)
     if path is None:
         fail(f"{tool} not found on PATH")
-    return path + "\n" + run([path, "--version"])
+    return Path(path).name + "\n" + run([path, "--version"])
 
 
 def kernel_recipe(cfg: Config, out: Path, temp: Path) -> tuple[list[list[str]], dict[str, object]]:
     """The commands that build the kernels library, and what its cache key hashes.
 
     The key covers sources, toolchain and flags but no path of this build tree, so the four
-    Python rows of one train share one device compile.
+    Python rows of one train share one device compile. It names the toolchain by what it is
+    (versions, libcudart's sha256), not by where it lies (a cache under a home folder), because
+    it lands in the wheel (``_build_info.py``); and it names the source file's absolute path,
+    because nvcc's anonymous-namespace names follow it (a host build compiles at a fixed path).
     """
     cxx = os.environ.get("CXX", "g++")
     include = f"-I{INCLUDE_DIR}"
@@ -256,11 +260,11 @@ def kernel_recipe(cfg: Config, out: Path, temp: Path) -> tuple[list[list[str]], 
         ]
         key_parts = {
             "flags": [cflags, lflags],
-            "cudart": str(cudart.resolve()),
-            "toolchain": "\n".join([nvcc, cfg.nvcc_version, tool_version(cxx), *env]),
+            "cudart": hashlib.sha256(cudart.read_bytes()).hexdigest(),
+            "toolchain": "\n".join([cfg.nvcc_version, tool_version(cxx), *env]),
         }
     sources = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (src, INCLUDE_DIR / "tinyaxpy.h")}
-    return cmds, {"variant": cfg.variant, "sources": sources, **key_parts}
+    return cmds, {"variant": cfg.variant, "sources": sources, "compiled_at": str(src), **key_parts}
 
 
 def build_kernels(cfg: Config, out: Path, temp: Path) -> str:
