@@ -13,7 +13,7 @@ round, each in a fresh child process, alternating, after ``sync`` and a 2 s paus
   tag, C++ consumer), the device code inventory and the GPU table, the command's own start-up
   (imports, argument parsing) included. Twice: **cold**, with ``--no-cache`` (the C++ consumer
   compiles and links, as on a wheel never seen here), and **warm**, after one unmeasured run
-  kept the C++ consumer's finding in the cache (:mod:`release.audit.cpp_cache`: the same headers,
+  kept the C++ consumer's finding in the cache (:mod:`release.audit.cpp.cache`: the same headers,
   libraries, compiler and CUDA headers; as for the rows of one release that ship the same SDK, or
   an audit repeated: publish's re-verification, a CI re-run). Everything else runs both times.
 

@@ -473,7 +473,7 @@ def _usage_error_json(argv: Sequence[str]) -> None:
     (argparse has said it on stderr, with the usage), so a script that reads stdout sees it."""
     words = [a for a in argv if not a.startswith("-")]
     if words[:1] == ["audit"] and "--json" in argv and _Parser.last_error is not None:
-        from release.audit.report import render_json
+        from release.audit.report.render import render_json
 
         print(render_json([], [{"wheel": None, "error": _Parser.last_error, "exit_code": 2}]))
 

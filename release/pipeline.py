@@ -170,10 +170,9 @@ def run_release(
     """Run every step for every row, ``jobs`` rows at a time; publish only when every row
     passed every step; then check what pip and uv pick from the published indexes."""
     from release import records
-    from release.audit.html import HTML_SUFFIX, render_html, render_release_html
     from release.audit.model import Expectation
-    from release.audit.record import write_record as write_audit
-    from release.audit.run import audit_wheel
+    from release.audit.report.page import render_release_html
+    from release.audit.step import audit_step
     from release.policy.targets import DEFAULT_INDEX
     from release.publish.channels import rules_for
     from release.publish.index_client import resolve_simple_url
@@ -230,19 +229,12 @@ def run_release(
 
         def audit() -> str:
             assert rep.wheel is not None
-            records.require(rep.wheel, records.BuildRecord, step="audit", row_id=row.id, policy_sha256=psha)
-            records.remove(rep.wheel, "audit")
-            page = rep.wheel.with_name(rep.wheel.name + HTML_SUFFIX)
-            page.unlink(missing_ok=True)
             limit = None if target.local_server else target.indexes[row.variant].max_wheel_mib
             exp = dataclasses.replace(Expectation.from_row(row, max_wheel_mib=limit), policy_sha256=psha)
-            result = audit_wheel(rep.wheel, exp, cache_dir=cache_dir)
-            rep.audit = result
-            write_audit(result)
-            page.write_text(render_html(result), encoding="utf-8")
+            audited = audit_step(rep.wheel, exp, built=(row.id, psha), cache_dir=cache_dir)
+            result = rep.audit = audited.result
             if not result.passed:
-                for f in result.failures:
-                    log.annotate(f.check, f"{result.wheel}: {f.message}")
+                page = audited.page
                 n = len(result.failures)
                 raise CheckFailed(
                     f"{n} failing finding{'s' if n != 1 else ''} ({', '.join(result.failed_checks())}); "

@@ -169,7 +169,7 @@ def summary_markdown(
 ) -> str:
     """The job summary: the table of the rows that ran, the rows left out, the install lines,
     and the GPU support table of each CUDA wheel that was audited."""
-    from release.audit.report import render_gpu_markdown
+    from release.audit.report.render import render_gpu_markdown
 
     ran = [r for r in reports if r.reason is None]
     out = [

@@ -107,9 +107,9 @@ def write_wheel(
 def sdk_finding(tmp: Path, headers: dict[str, str], lib: str, *, cxx: bool = False) -> Finding:
     """The audit's ``cpp_consumer`` finding for a wheel shipping ``headers`` in fxsdk/include and ``lib``
     built into fxsdk/lib/libfx.so (by g++ when ``cxx``: its functions exported by their mangled names)."""
-    from release.audit import run
     from release.audit.claim import claim_expectation
-    from release.audit.wheel import open_wheel
+    from release.audit.cpp import early as cpp_early
+    from release.audit.reading.archive import open_wheel
 
     src = tmp / ("fx.cpp" if cxx else "fx.c")
     src.write_text(lib, encoding="utf-8")
@@ -129,7 +129,7 @@ def sdk_finding(tmp: Path, headers: dict[str, str], lib: str, *, cxx: bool = Fal
             zf.writestr(info, data)
     expectation = claim_expectation(variant=None, gpu_archs=None, policy=None, runs_on="8.0")
     with open_wheel(wheel) as opened:
-        findings, _ = run._cpp_consumer(opened, expectation, run._EarlyCpp(False))
+        findings, _ = cpp_early.cached_check(opened, expectation, cpp_early.EarlyCpp(False))
     assert len(findings) == 1
     finding: Finding = findings[0]
     return finding

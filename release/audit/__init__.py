@@ -10,13 +10,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from release.audit.model import CHECKS, AuditResult, Expectation, Finding
+    from release.audit.model import AuditResult, Expectation, Finding
+    from release.audit.registry import CHECKS
     from release.audit.run import audit_wheel, expectation_for_wheel
 
 __all__ = ["CHECKS", "AuditResult", "Expectation", "Finding", "audit_wheel", "expectation_for_wheel"]
 
 _WHERE = {
-    "CHECKS": "release.audit.model",
+    "CHECKS": "release.audit.registry",
     "AuditResult": "release.audit.model",
     "Expectation": "release.audit.model",
     "Finding": "release.audit.model",

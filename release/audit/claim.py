@@ -36,7 +36,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from release.audit.drivers import DriverSyntaxError, parse_driver
-from release.audit.model import CHECKS, OPTIONAL_CHECKS, Expectation
+from release.audit.model import Expectation
+from release.audit.registry import CHECKS, NO_CLAIM_CHECKS, OPTIONAL_CHECKS
 from release.core.errors import InputError
 from release.policy.archs import Arch, ArchSyntaxError, parse_claim_list
 from release.policy.model import Policy
@@ -59,8 +60,6 @@ __all__ = [
 
 LibraryArchs = tuple[tuple[str, tuple[Arch, ...]], ...]
 ALLOWABLE = ("embedded-device-code", "extra-variants")
-# what a wheel can be held to with no claim: whether it carries device code, and for which GPUs, is the claim
-NO_CLAIM_CHECKS = ("packages", "loader", "hygiene", "cpp_consumer")
 CLAIM_HINT = (
     "--gpu-archs LIST (each audit prints one: 'device code found, as a claim'), --runs-on CCs "
     "[--driver VERSION], or --variant cpu for a wheel without device code"

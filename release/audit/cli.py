@@ -29,11 +29,10 @@ from release.audit.options import (
     add_claim_options,
     fixed_expectation,
     is_wheel_argument,
-    record_allowed,
     row_options,
 )
-from release.audit.report import render_gpu_markdown, render_json, render_text
-from release.audit.run import audit_wheel
+from release.audit.report.render import render_gpu_markdown, render_json, render_text
+from release.audit.step import audit_step, require_built
 from release.core import log
 from release.core.errors import CheckFailed, InputError, WheelwrightError
 from release.policy.model import Policy
@@ -180,13 +179,7 @@ def _wheels(args: argparse.Namespace, policy: Policy | None) -> list[str]:
         for row in select(policy, expand(policy), patterns=(item,)):
             wheel = records.the_wheel(Path(args.dist), row, "audit")
             try:
-                records.require(
-                    wheel,
-                    records.BuildRecord,
-                    step="audit",
-                    row_id=row.id,
-                    policy_sha256=records.policy_sha256(policy),
-                )
+                require_built(wheel, row_id=row.id, policy_sha256=records.policy_sha256(policy))
             except CheckFailed as exc:
                 problems.append(str(exc))
             wheels.append(str(wheel))
@@ -195,26 +188,9 @@ def _wheels(args: argparse.Namespace, policy: Policy | None) -> list[str]:
     return wheels
 
 
-def _write_beside(result: AuditResult) -> tuple[Path, Path]:
-    """The record and the HTML page beside the wheel (the old page goes first: a page never
-    stands beside a wheel it was not made from)."""
-    from release.audit.html import HTML_SUFFIX, render_html  # only when a record is written
-    from release.audit.record import write_record
-
-    page = result.wheel_path.with_name(result.wheel_path.name + HTML_SUFFIX)
-    page.unlink(missing_ok=True)
-    record = write_record(result)
-    page.write_text(render_html(result), encoding="utf-8")
-    return record, page
-
-
-def _github(result: AuditResult) -> None:
-    """Under GitHub Actions: an ``::error`` per failing finding, the GPU table in the job summary."""
-    if not log.github():
-        return
-    for f in result.failures:
-        log.annotate(f.check, f"{result.wheel}: {f.message}")
-    if result.expectation.is_cuda:
+def _summary(result: AuditResult) -> None:
+    """Under GitHub Actions: each CUDA wheel's GPU table in the job summary (the step annotated its failures)."""
+    if log.github() and result.expectation.is_cuda:
         verdict = "passed" if result.passed else f"FAILED ({', '.join(result.failed_checks())})"
         log.job_summary(f"### audit of `{result.wheel}`: {verdict}\n\n{render_gpu_markdown(result)}")
 
@@ -263,10 +239,11 @@ def _audit(args: argparse.Namespace, results: list[AuditResult], errors: list[di
                 assert policy is not None
                 row = records.row_for_wheel(Path(wheel).name, rows, policy_path=policy.path)
                 expectation = row_options(replace(Expectation.from_row(row), policy_sha256=digest), args)
-            result = audit_wheel(
+            audited = audit_step(
                 wheel,
                 expectation,
-                cross_check_cuobjdump=args.cross_check,
+                record=not args.no_record,
+                cross_check=args.cross_check,
                 remember=False if args.no_cache else None,
             )
         except InputError as exc:
@@ -274,17 +251,17 @@ def _audit(args: argparse.Namespace, results: list[AuditResult], errors: list[di
             log.warn(f"error: {exc}")
             code = max(code, exc.return_code)
             continue
+        result = audited.result
         results.append(result)
-        written = None if args.no_record or not record_allowed(result) else _write_beside(result)
-        _github(result)
+        _summary(result)
         if not result.passed:
             code = max(code, 1)
         if args.gpu_markdown:
             print(render_gpu_markdown(result))
         elif not args.json:
             print(render_text(result))
-            if written is not None:
-                print(f"  record: {written[0]}\n  report: {written[1]}")
+            if audited.record is not None:
+                print(f"  record: {audited.record}\n  report: {audited.page}")
             print()
     if args.json:
         print(render_json(results, errors))

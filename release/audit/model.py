@@ -1,14 +1,14 @@
 """The audit's data: what a wheel is held to, what was found in it, and the verdicts.
 
 Frozen values only. Effects (unzipping, reading ELF files, running g++) live in
-:mod:`release.audit.wheel`, :mod:`release.audit.abi`, :mod:`release.audit.cpp_consumer`
-and :mod:`release.audit.run`; rendering lives in :mod:`release.audit.report`.
+:mod:`release.audit.reading.archive`, :mod:`release.audit.abi.analysis`, :mod:`release.audit.cpp.consumer`
+and :mod:`release.audit.run`; rendering lives in :mod:`release.audit.report.render`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -22,18 +22,6 @@ if TYPE_CHECKING:  # types only: keeps this module's imports light
     from release.policy.matrix import Row
     from release.policy.model import CudaPackage, Policy, WheelTags
     from release.resources.cuda import CudaRelease
-
-# Every check, in report order. `cross_check` runs only when asked for (--cross-check).
-CHECKS: tuple[str, ...] = (
-    "libraries",
-    "device_code",
-    "gpus",
-    "packages",
-    "loader",
-    "hygiene",
-    "cpp_consumer",
-)
-OPTIONAL_CHECKS: tuple[str, ...] = ("cross_check",)
 
 CPU_RULES = "CPU wheel: held to the CPU rules"
 
@@ -56,6 +44,17 @@ class Finding:
             "library": self.library,
             "details": dict(self.details),
         }
+
+
+@dataclass(frozen=True)
+class Check:
+    """What a check module declares about itself (its ``SPEC``): the one entry of the check registry,
+    :mod:`release.audit.registry`, that the runner, the reports and the ``--checks`` parser read."""
+
+    name: str  # "loader": the findings' ``check``, the ``--checks`` word
+    title: str  # "loader (RPATH/RUNPATH)": the heading in the text report and the HTML page
+    function: Callable[..., list[Finding]]  # most: check(contents, expectation) -> findings
+    needs_claim: bool = True  # False: it judges a wheel audited with no claim (standalone, partial)
 
 
 def ok(check: str, message: str, library: str | None = None, /, **details: object) -> Finding:
@@ -342,7 +341,7 @@ def is_library_name(name: str) -> bool:
 @dataclass(frozen=True)
 class AbiReport:
     """The platform-tag analysis of the wheel's ELF files, by auditwheel's policies and rules
-    (see :mod:`release.audit.abi`)."""
+    (see :mod:`release.audit.abi.analysis`)."""
 
     auditwheel_version: str  # whose policies graded the wheel
     mode: str  # "elf-reader": wheelwright's ELF reader on this audit's extracted tree
@@ -439,16 +438,12 @@ class AuditResult:
     arch_list_found: str | None  # the device code found, as a claim that passes when fed back
     timings: Mapping[str, float] = field(default_factory=dict, hash=False)
     inventory: tuple[Mapping[str, Any], ...] = field(default=(), hash=False)  # per library with device code
-    checks_run: tuple[str, ...] = CHECKS  # fewer with --checks: then the result is partial
+    checks_run: tuple[str, ...] = ()  # the checks that ran (the runner fills it in)
+    partial: bool = False  # only some checks ran (--checks): never a record publish may trust
 
     @property
     def passed(self) -> bool:
         return all(f.ok for f in self.findings)
-
-    @property
-    def partial(self) -> bool:
-        """Only some checks ran (--checks): never a record publish may trust."""
-        return not set(CHECKS) <= set(self.checks_run)
 
     @property
     def failures(self) -> tuple[Finding, ...]:

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import TypedDict
 
 from release.audit.claim import ALLOWABLE, apply_options, claim_expectation, unclaimed_expectation
-from release.audit.model import AuditResult, Expectation
+from release.audit.model import Expectation
 from release.core.errors import InputError
 from release.policy.model import Policy
 
-__all__ = ["add_claim_options", "fixed_expectation", "is_wheel_argument", "record_allowed", "row_options"]
+__all__ = ["add_claim_options", "fixed_expectation", "is_wheel_argument", "row_options"]
 
 PolicyLoader = Callable[[str, bool], tuple[Policy | None, str | None]]
 
@@ -111,9 +111,3 @@ class _Options(TypedDict):
 
 def _options(args: argparse.Namespace) -> _Options:
     return {"runs_on": args.runs_on, "driver": args.driver, "checks": args.checks, "allow": args.allow}
-
-
-def record_allowed(result: AuditResult) -> bool:
-    """A partial audit (``--checks``) or one the command line loosened (``--allow``) writes no record:
-    publish must never trust it. ``--runs-on`` and ``--driver`` only add checks, so they may."""
-    return not result.partial and not result.expectation.overrides

@@ -16,7 +16,7 @@ where it installs it):
 * the ``packages`` check (:func:`check`): every declared CUDA package belongs to the wheel's
   CUDA major (a ``-cu11`` package on a CUDA 12 wheel fails) and every pin admits the train.
 
-Pure: everything was read by :mod:`release.audit.inspect` already.
+Pure: everything was read by :mod:`release.audit.reading.inspector` already.
 """
 
 from __future__ import annotations
@@ -29,19 +29,16 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from release.audit.model import Contents, Expectation, Finding, fail, is_library_name, ok
-from release.audit.packages import (
-    CHECK,
+from release.audit.checks.packages import (
     Declared,
-    admits_train,
-    declarations,
     declared_requirements,
     is_cuda_package,
 )
+from release.audit.model import Contents, Expectation, is_library_name
 from release.policy.model import CudaPackage
 from release.resources.cuda import CudaLibrary, cuda
 
-__all__ = ["check", "declared_packages", "infer_train", "resolve"]
+__all__ = ["declared_packages", "infer_train", "resolve"]
 
 _CU_SUFFIX = re.compile(r"-cu(\d+)$")
 _LABEL = re.compile(r"\Acu(\d{2,3})\Z")
@@ -339,49 +336,3 @@ def resolve(expectation: Expectation, contents: Contents) -> Expectation:
         cuda_packages=declared_packages(contents, declared, train),
         train_source=how,
     )
-
-
-def check(contents: Contents, expectation: Expectation) -> list[Finding]:
-    """``packages`` for a standalone audit: what the wheel declares is consistent with its train."""
-    head = declarations(contents, expectation)
-    if head.verdict:
-        return head.findings
-    cuda_reqs, out = head.cuda, head.findings
-    train = expectation.train
-    source = expectation.train_source or "the claim"
-    if train is None:
-        return out or [ok(CHECK, f"no CUDA release to hold the declared packages to ({source})",
-                          declared=[d.text for d in cuda_reqs])]  # fmt: skip
-    major = train.split(".")[0]
-    for d in cuda_reqs:
-        name = canonicalize_name(d.requirement.name)
-        suffix = _CU_SUFFIX.search(name)
-        if suffix is not None and suffix[1] != major and name.startswith("nvidia-"):
-            out.append(
-                fail(
-                    CHECK,
-                    f"declares {d.text!r}, a CUDA {suffix[1]} package, but the wheel is CUDA {train} ({source})",
-                    requirement=d.text,
-                )
-            )
-        elif name in ("cuda-toolkit", "nvidia-cuda-runtime") and not admits_train(
-            d.requirement.specifier, train
-        ):
-            out.append(
-                fail(
-                    CHECK,
-                    f"{d.text!r} pins a version outside CUDA {train} ({d.requirement.specifier}); the wheel is "
-                    f"CUDA {train} ({source})",
-                    requirement=d.text,
-                )
-            )
-    if not any(not f.ok for f in out):
-        out.append(
-            ok(
-                CHECK,
-                f"declares CUDA packages of CUDA {train} only ({source}): "
-                + (", ".join(sorted(d.text for d in cuda_reqs)) or "none"),
-                declared=sorted(d.text for d in cuda_reqs),
-            )
-        )
-    return out

@@ -6,7 +6,7 @@ compiled into the library as a byte array) instead of letting the CUDA runtime r
 ``.rodata``. The audit finds them by their magic (a cubin: an ELF header for EM_CUDA; a
 fatbinary: 0xBA55ED50, version 1, a 16-byte header and a payload that parses) and reads their
 targets, but cannot tie them to a kernel or a GPU: which image a library loads on which GPU is
-its own code's decision. They are reported as such (:mod:`release.audit.device_code`: a finding
+its own code's decision. They are reported as such (:mod:`release.audit.checks.device_code`: a finding
 the row can allow).
 
 The file is memory-mapped and searched section by section with the C library's ``memmem``

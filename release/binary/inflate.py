@@ -2,7 +2,7 @@
 inflater at hand.
 
 Stored and deflated members (every wheel builder's) are read from where the central directory
-places them (:func:`release.audit.limits.check_layout` checked that lies inside the archive and
+places them (:func:`release.audit.reading.limits.check_layout` checked that lies inside the archive and
 overlaps no other member), after the local header is checked (magic, name, no encryption, no
 patch data). Deflate streams are inflated by ISA-L (the ``isal`` package: 1.6 times zlib's speed
 on the CUDA libraries of the audit corpus, 1.0 s against 0.65 s for cuFFT's 273 MB here) when it

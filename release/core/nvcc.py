@@ -4,7 +4,7 @@ manifest of a PyPI toolchain installed into the wheelwright cache.
 ``nvcc --dryrun -E -x cu`` on an empty file prints the commands nvcc would run, with its real home
 (``_HERE_``, so a wrapper script on PATH is seen through) and its include folders (``INCLUDES``,
 ``SYSTEM_INCLUDES``). :mod:`release.wheelbuild.toolchain` reads the home; the audit's C++ consumer
-(:mod:`release.audit.cpp_cuda`) reads the include folders. A PyPI toolchain's folder holds
+(:mod:`release.audit.cpp.cuda_headers`) reads the include folders. A PyPI toolchain's folder holds
 :data:`MANIFEST` (its pins, full version and ``cuda_home``), written by the build when it installs it.
 """
 

@@ -3,7 +3,7 @@
 Read by :func:`release.resources.cuda.parse` (kept apart to hold that module under its size): which pip
 package installs each toolkit header (``[[headers.toolkit]]``, first match wins), the CUDA driver API's
 headers (``driver``) and the system libraries CUDA's interop headers need (``[[headers.system]]``).
-:func:`release.audit.cpp_cuda.toolkit_package` and :func:`~release.audit.cpp_cuda.lacking_system_headers`
+:func:`release.audit.cpp.cuda_headers.toolkit_package` and :func:`~release.audit.cpp.cuda_headers.lacking_system_headers`
 ask them through :func:`release.resources.cuda.cuda`. Anything wrong is refused through the ``fail``
 the caller passes (``cuda.py``'s ``_fail``: a :class:`~release.resources.cuda.ResourceError` naming the
 key), so this module needs nothing of ``cuda.py``.

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from release.audit import hygiene
-from release.audit.inspect import inspect_libraries
+from release.audit.checks import hygiene
 from release.audit.model import Contents, Finding
-from release.audit.wheel import open_wheel
+from release.audit.reading.archive import open_wheel
+from release.audit.reading.inspector import inspect_libraries
 from release.core.machine import default_cache_dir
 from release.policy.load import load_policy
 from release.policy.matrix import expand

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from helpers_elf import write_wheel
 
-from release.audit.cpp_target import TRIPLETS
+from release.audit.cpp.target import TRIPLETS
 from release.core.machine import host_platform
 
 pytestmark = [pytest.mark.integration]

@@ -1,6 +1,6 @@
 """The platform-tag analysis gives auditwheel's own answer, without auditwheel's internals.
 
-release.audit.abi grades the ELF files the audit extracted with auditwheel's policies and
+release.audit.abi.analysis grades the ELF files the audit extracted with auditwheel's policies and
 wheelwright's ELF reader. These tests run ``auditwheel show --json`` as a tool on the same
 real wheels and compare: tags, symbol versions, external libraries, what each claimed tag
 would have to graft. The glibc-too-new wheel must still fail; the good one must pass.
@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 import pytest
 
-from release.audit.abi import analyze_abi
-from release.audit.inspect import inspect_libraries
+from release.audit.abi.analysis import analyze_abi
 from release.audit.model import AbiReport
-from release.audit.wheel import open_wheel
+from release.audit.reading.archive import open_wheel
+from release.audit.reading.inspector import inspect_libraries
 from release.core import proc
 
 pytestmark = pytest.mark.integration
@@ -154,7 +154,7 @@ def test_release_uses_no_private_internals_and_patches_nothing() -> None:
 
 
 def test_the_scan_sees_a_monkeypatch(tmp_path: Path) -> None:
-    """Must fail: the scan finds what release/audit/abi.py did before (a patched module attribute)."""
+    """Must fail: the scan finds what release/audit/abi/analysis.py did before (a patched module attribute)."""
     old = tmp_path / "old.py"
     old.write_text(
         "import auditwheel.wheel_abi as wa\n"

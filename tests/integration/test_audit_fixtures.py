@@ -24,7 +24,7 @@ import pytest
 from helpers_proc import python_m
 
 from release.audit.cli import add_audit_parser
-from release.audit.model import CHECKS
+from release.audit.registry import CHECKS
 from release.core.errors import WheelwrightError
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from release.audit.html import render_html, render_release_html
-from release.audit.report import gpu_table_rows
+from release.audit.report.page import render_html, render_release_html
+from release.audit.report.render import gpu_table_rows
 from release.audit.run import audit_wheel, expectation_for_wheel
 from release.policy.load import load_policy
 from release.policy.matrix import expand

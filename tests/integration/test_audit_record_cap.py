@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from release.audit.hygiene import RECORD_FINDINGS_SHOWN
+from release.audit.checks.hygiene import RECORD_FINDINGS_SHOWN
 from release.audit.model import Expectation
 from release.audit.run import audit_wheel
 

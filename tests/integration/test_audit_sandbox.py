@@ -1,4 +1,4 @@
-"""release.audit.limits.run_limited sets its rlimits without ``preexec_fn``: each limit still
+"""release.core.sandbox.run_limited sets its rlimits without ``preexec_fn``: each limit still
 reaches the tool (a tool past it fails, one inside it passes), from a parent with busy threads."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from release.audit.limits import GIB, MIB, Sandbox, rlimits, run_limited
+from release.core.sandbox import Sandbox, rlimits, run_limited
+from release.core.sizes import GIB, MIB
 
 pytestmark = pytest.mark.integration
 

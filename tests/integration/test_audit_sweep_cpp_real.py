@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 from real_wheels import real_wheel
 
-from release.audit import run
 from release.audit.claim import claim_expectation
-from release.audit.cpp_cuda import SITE_VAR, CudaHeaders, cuda_env, find_cuda_headers, toolkit_package
-from release.audit.wheel import open_wheel
+from release.audit.cpp import early as cpp_early
+from release.audit.cpp.cuda_headers import SITE_VAR, CudaHeaders, cuda_env, find_cuda_headers, toolkit_package
+from release.audit.reading.archive import open_wheel
 
 pytestmark = pytest.mark.integration
 
@@ -232,16 +232,16 @@ def test_real_nvidia_wheel_cufile(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("version", ["1.0+cu130", "1.0+cu126"])
 def test_early_compile_gives_the_same_finding(tmp_path: Path, version: str) -> None:
-    """The compile started while the libraries unpack (release.audit.run._EarlyCpp) does not know the
+    """The compile started while the libraries unpack (release.audit.cpp.early.EarlyCpp) does not know the
     wheel's CUDA major: it uses the first toolkit found, and the check compiles again when the wheel's is
     another (+cu126 here). Either way the finding is the one the check gives on its own."""
     wheel = _sdk_wheel(tmp_path, "#include <cuda_runtime.h>", version=version)
     expectation = claim_expectation(variant=None, gpu_archs=None, policy=None, runs_on="9.0")
-    early = run._EarlyCpp(True)
+    early = cpp_early.EarlyCpp(True)
     with early, open_wheel(wheel, on_others_done=early.start) as opened:
         assert list(early.futures) == [("fxsdk/include", ("fx.h",))]
-        first, _ = run._cpp_consumer(opened, expectation, early)
-        alone, _ = run._cpp_consumer(opened, expectation, run._EarlyCpp(False))
+        first, _ = cpp_early.cached_check(opened, expectation, early)
+        alone, _ = cpp_early.cached_check(opened, expectation, cpp_early.EarlyCpp(False))
     assert [(f.ok, f.message, f.details) for f in first] == [(f.ok, f.message, f.details) for f in alone]
     assert first[0].ok is (version == "1.0+cu130"), first[0].message
 

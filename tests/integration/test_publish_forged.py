@@ -30,7 +30,7 @@ from conftest_index import (
 
 from release import records
 from release.audit.model import Expectation
-from release.audit.record import write_record
+from release.audit.report.record import write_record
 from release.audit.run import audit_wheel
 from release.cli import main
 from release.core.errors import CheckFailed, InputError

@@ -1,5 +1,5 @@
 """Caches are never permissions: publish's audit again runs without the C++ consumer's cache
-(release/publish/reverify.py, release/audit/cpp_cache.py), against the real local index.
+(release/publish/reverify.py, release/audit/cpp/cache.py), against the real local index.
 
 A real wheel whose SDK header does not compile (fx.h: a declaration without its ``;``, beside a
 library gcc builds here) is audited with the cache on, as ``python -m release audit`` does; its
@@ -24,9 +24,9 @@ from conftest_index import (
     row_of,
 )
 
-from release.audit import cpp_cache
+from release.audit.cpp import cache as cpp_cache
 from release.audit.model import AuditResult, Expectation
-from release.audit.record import write_record
+from release.audit.report.record import write_record
 from release.audit.run import audit_wheel
 from release.core.errors import CheckFailed
 from release.core.machine import CACHE_VAR

@@ -1,10 +1,10 @@
-"""Build and toolkit paths in a wheel's text members (release.audit.buildpaths)."""
+"""Build and toolkit paths in a wheel's text members (release.audit.reading.buildpaths)."""
 
 from __future__ import annotations
 
 import pytest
 
-from release.audit.buildpaths import scanner_for
+from release.audit.reading.buildpaths import scanner_for
 
 
 def scan(name: str, text: bytes, chunk: int = 1 << 20) -> tuple[str, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from audit_helpers import contents, cuda, fatbin, lib
 
-from release.audit import device_code, gpus
+from release.audit.checks import device_code, gpus
 from release.audit.claim import (
     apply_options,
     claim_expectation,

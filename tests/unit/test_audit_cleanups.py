@@ -1,4 +1,4 @@
-"""Why the sandbox finds its tool itself (release.audit.limits._program) and not through
+"""Why the sandbox finds its tool itself (release.core.sandbox._program) and not through
 release.core.proc.which: a name with a slash is the tool in the sandbox's directory, a directory is
 no tool, the path handed to prlimit is absolute, and a missing tool is Popen's OSError."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from release.audit.limits import _program
 from release.core import proc
 from release.core.errors import ToolError
+from release.core.sandbox import _program
 
 
 def _tool(folder: Path, name: str = "tool") -> Path:

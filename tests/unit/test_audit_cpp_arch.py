@@ -1,4 +1,4 @@
-"""The C++ consumer check builds for the wheel's CPU architecture (release.audit.cpp_target): the platform tag
+"""The C++ consumer check builds for the wheel's CPU architecture (release.audit.cpp.target): the platform tag
 decides, else the SDK libraries' ELF machine; a cross toolchain is used only once it has built an ELF file of
 that architecture; none here stops the check with the package to install; the cache keys the target.
 
@@ -17,11 +17,14 @@ from pathlib import Path
 import pytest
 from helpers_elf import write_wheel
 
-from release.audit import cpp_cache, cpp_consumer, cpp_target, run
 from release.audit.claim import claim_expectation
-from release.audit.cpp_target import Target, decide, foreign_libraries, tag_arch, tool_names, toolchain
+from release.audit.cpp import cache as cpp_cache
+from release.audit.cpp import consumer as cpp_consumer
+from release.audit.cpp import early as cpp_early
+from release.audit.cpp import target as cpp_target
+from release.audit.cpp.target import Target, decide, foreign_libraries, tag_arch, tool_names, toolchain
 from release.audit.model import Finding
-from release.audit.wheel import open_wheel
+from release.audit.reading.archive import open_wheel
 from release.binary.elf import read_elf
 from release.core.errors import ToolError
 from release.core.machine import host_platform
@@ -46,7 +49,7 @@ def _lib(tmp: Path, compiler: str, source: str = LIB) -> bytes:
 def _finding(wheel: Path) -> Finding:
     expectation = claim_expectation(variant=None, gpu_archs=None, policy=None, runs_on="8.0")
     with open_wheel(wheel) as opened:
-        findings, _ = run._cpp_consumer(opened, expectation, run._EarlyCpp(False))
+        findings, _ = cpp_early.cached_check(opened, expectation, cpp_early.EarlyCpp(False))
     assert len(findings) == 1, findings
     return findings[0]
 
@@ -269,11 +272,11 @@ def test_the_early_compile_of_an_aarch64_wheel_is_the_cross_toolchains(
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     expectation = claim_expectation(variant=None, gpu_archs=None, policy=None, runs_on="8.0")
-    early = run._EarlyCpp(True, platform_tags=(tag,))
+    early = cpp_early.EarlyCpp(True, platform_tags=(tag,))
     with early, open_wheel(wheel_path, on_others_done=early.start) as wheel:
         (future,) = early.futures.values()
         assert future.result().toolchain.arch == OTHER and future.result().toolchain.cross
         monkeypatch.setattr(cpp_consumer, "prepare", counted)
-        (finding,), _ = run._cpp_consumer(wheel, expectation, early)
+        (finding,), _ = cpp_early.cached_check(wheel, expectation, early)
     assert finding.ok and finding.details["toolchain"]["arch"] == OTHER, finding.message
     assert late == []  # the check did not compile again

@@ -1,4 +1,4 @@
-"""The C++ consumer check's cache (release.audit.cpp_cache): real wheels with a real SDK (headers and a
+"""The C++ consumer check's cache (release.audit.cpp.cache): real wheels with a real SDK (headers and a
 library gcc builds here), audited twice through ``audit_wheel``. A finding is read back only for the
 same headers, libraries, claim and machine; anything else compiles again."""
 
@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from helpers_elf import write_wheel
 
-from release.audit import cpp_cache, run
 from release.audit.claim import claim_expectation
+from release.audit.cpp import cache as cpp_cache
+from release.audit.cpp import early as cpp_early
 from release.audit.model import AuditResult, Finding, fail, ok
 from release.audit.run import audit_wheel
 
@@ -51,13 +52,13 @@ def _audit(wheel: Path, cache: Path, *, remember: bool | None = True, train: str
 def compiles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many times the check ran for real (its findings not read back)."""
     calls: list[int] = []
-    real = run._cpp_findings
+    real = cpp_early.fresh_check
 
     def counted(*args: object, **kwargs: object) -> list[Finding]:
         calls.append(1)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(run, "_cpp_findings", counted)
+    monkeypatch.setattr(cpp_early, "fresh_check", counted)
     return calls
 
 
@@ -179,7 +180,7 @@ def test_an_entry_past_its_size_cap_is_not_read(tmp_path: Path) -> None:
 
 def test_a_wheel_without_an_sdk_has_no_key(tmp_path: Path) -> None:
     wheel = write_wheel(tmp_path / "dist", "plain", {"plain/__init__.py": b""})
-    from release.audit.wheel import open_wheel
+    from release.audit.reading.archive import open_wheel
 
     with open_wheel(wheel) as opened:
         assert cpp_cache.keys(opened.members, None, {}) is None
@@ -187,11 +188,12 @@ def test_a_wheel_without_an_sdk_has_no_key(tmp_path: Path) -> None:
 
 def test_the_key_covers_the_checks_code_and_the_cuda_tables(tmp_path: Path) -> None:
     """A finding of other code, or of other CUDA header tables, is never read back."""
-    names = {f"{p.parent.name}/{p.name}" for p in cpp_cache.code_files()}
-    assert {"audit/cpp_consumer.py", "audit/cpp_tools.py", "audit/cpp_link.py"} <= names
+    release = Path(cpp_cache.__file__).resolve().parents[2]
+    names = {p.relative_to(release).as_posix() for p in cpp_cache.code_files()}
+    assert {"audit/cpp/consumer.py", "audit/cpp/tools.py", "audit/cpp/link.py"} <= names
     assert {"resources/cuda.toml", "resources/cuda_headers.py", "binary/elf_symbols.py"} <= names
     # the modules that choose the CUDA headers the SDK compiles with (missing from the old list)
-    assert {"audit/packages.py", "audit/standalone.py", "core/nvcc.py"} <= names
+    assert {"audit/checks/packages.py", "audit/standalone.py", "core/nvcc.py"} <= names
     copies = []
     for path in cpp_cache.code_files():
         copy = tmp_path / path.parent.name / path.name

@@ -1,4 +1,4 @@
-"""release.audit.cpp_headers: which top-level headers of an SDK the C++ consumer check leaves out, read from
+"""release.audit.cpp.headers: which top-level headers of an SDK the C++ consumer check leaves out, read from
 their text as a host compiler reads it: CUDA device headers (written for nvcc), internal headers (their own
 #warning or #error says so), headers needing a system library's headers that are not found. Each rule with
 headers that must be left out and headers that must not. The check itself on generated SDK wheels:
@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
-from release.audit.cpp_cuda import lacking_system_headers
-from release.audit.cpp_headers import _condition, device_headers, internal_headers
+from release.audit.cpp.cuda_headers import lacking_system_headers
+from release.audit.cpp.headers import _condition, device_headers, internal_headers
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The C++ consumer check's passes (release.audit.cpp_tools / cpp_link): one C++ pass, syntax only, that
+"""The C++ consumer check's passes (release.audit.cpp.tools / cpp_link): one C++ pass, syntax only, that
 includes the headers and redeclares every function C lists with C linkage; a C program naming them,
 linked against the SDK's libraries. Each on generated SDK wheels built by gcc/g++ (fxsdk/include/*.h next
 to fxsdk/lib/libfx.so), through the audit's own entry point: a header without extern "C", C++
@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 from helpers_elf import sdk_finding
 
-from release.audit import cpp_link, cpp_tools, limits
-from release.audit.limits import Ran, Sandbox
+from release.audit.cpp import link as cpp_link
+from release.audit.cpp import tools as cpp_tools
 from release.audit.model import Finding
 from release.core import proc
+from release.core import sandbox as limits
+from release.core.sandbox import Ran, Sandbox
 
 C_API = '#pragma once\n#ifdef __cplusplus\nextern "C" {\n#endif\n%s\n#ifdef __cplusplus\n}\n#endif\n'
 LIB = "int fx_version(void) { return 1; }\nint fx_a(int x) { return x; }\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from audit_helpers import CPU, contents, cuda, elf, fatbin, lib
 
-from release.audit import device_code, gpus, libraries
+from release.audit.checks import device_code, gpus, libraries
 from release.audit.model import CPU_RULES, Finding
 
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from audit_helpers import contents, cuda, elf, entry, fatbin, lib
 
-from release.audit import device_code, gpus
+from release.audit.checks import device_code, gpus
 from release.audit.claim import apply_options
 from release.audit.drivers import library_cuda_major, need_for_entry
 from release.audit.model import Expectation, Finding, Library

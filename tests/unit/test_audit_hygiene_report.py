@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from audit_helpers import CPU, abi, contents, cuda, elf, fatbin, lib
 
-from release.audit import hygiene
-from release.audit.inspect import inspect_libraries
+from release.audit.checks import hygiene
 from release.audit.model import AuditResult, Contents, Expectation, Finding, fail, ok
-from release.audit.report import render_gpu_markdown, render_json, render_text
+from release.audit.reading.archive import open_wheel
+from release.audit.reading.inspector import inspect_libraries
+from release.audit.report.render import render_gpu_markdown, render_json, render_text
 from release.audit.run import expectation_for_wheel
-from release.audit.wheel import open_wheel
 from release.core.errors import InputError
 from release.policy.load import load_policy
 from release.policy.matrix import expand

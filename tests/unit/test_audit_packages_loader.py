@@ -6,7 +6,7 @@ import pytest
 from audit_helpers import CPU, RPATH, RUNTIME, contents, cuda, elf, fatbin, lib
 from packaging.specifiers import SpecifierSet
 
-from release.audit import loader, packages
+from release.audit.checks import loader, packages
 from release.audit.model import Finding
 from release.policy.model import CudaPackage
 

@@ -1,5 +1,5 @@
 """The C++ consumer check's compile steps started early, while the libraries are still being unpacked
-(release.audit.run._EarlyCpp): the finding is the one the check gives on its own, for an SDK that
+(release.audit.cpp.early.EarlyCpp): the finding is the one the check gives on its own, for an SDK that
 links and for one that must fail; an include directory with a member still being read waits."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from release.audit import run
 from release.audit.claim import claim_expectation
+from release.audit.cpp import early as cpp_early
 from release.audit.model import Member
-from release.audit.wheel import open_wheel
+from release.audit.reading.archive import open_wheel
 
 NAME = "pkg-1.0-py3-none-manylinux_2_28_x86_64.whl"
 C_API = b'#pragma once\n#ifdef __cplusplus\nextern "C" {\n#endif\n%s\n#ifdef __cplusplus\n}\n#endif\n'
@@ -52,11 +52,11 @@ def test_early_compile_gives_the_same_finding(
     tmp_path: Path, header: bytes, passed: bool, words: str
 ) -> None:
     expectation = claim_expectation(variant=None, gpu_archs=None, policy=None, runs_on="8.0")
-    early = run._EarlyCpp(True)
+    early = cpp_early.EarlyCpp(True)
     with early, open_wheel(_wheel(tmp_path, header), on_others_done=early.start) as wheel:
         assert list(early.futures) == [("pkg/include", ("foo.h",))]
-        first, _ = run._cpp_consumer(wheel, expectation, early)
-        alone, _ = run._cpp_consumer(wheel, expectation, run._EarlyCpp(False))
+        first, _ = cpp_early.cached_check(wheel, expectation, early)
+        alone, _ = cpp_early.cached_check(wheel, expectation, cpp_early.EarlyCpp(False))
         scratch = next(iter(early.futures.values())).result().scratch
     assert not scratch.exists(), "the early scratch directory is removed"
     assert [(f.ok, f.message, f.details) for f in first] == [(f.ok, f.message, f.details) for f in alone]
@@ -65,11 +65,11 @@ def test_early_compile_gives_the_same_finding(
 
 def test_waits_while_a_member_of_the_include_directory_is_read(tmp_path: Path) -> None:
     header = Member("pkg/include/foo.h", 3, b"\0" * 32, None, "file", data=b"x;\n")
-    early = run._EarlyCpp(True)
+    early = cpp_early.EarlyCpp(True)
     with early:
         early.start([header], frozenset({"pkg/include/big.so", "pkg/lib/libfoo.so"}))
         early.start([header], frozenset({"pkg/other/libfoo.so"}))  # no lib/ beside it: no SDK
     assert not early.futures
-    with run._EarlyCpp(False) as unwanted:
+    with cpp_early.EarlyCpp(False) as unwanted:
         unwanted.start([header], frozenset({"pkg/lib/libfoo.so"}))
     assert not unwanted.futures

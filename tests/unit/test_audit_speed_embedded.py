@@ -1,6 +1,6 @@
 """The embedded-image scan runs with the C library's ``memmem`` (GIL released) as a task of its own,
 beside the platform analysis: it must find exactly what ``mmap.find`` finds, and the inspection split
-in two (:class:`release.audit.inspect.Inspector`) must give exactly ``inspect_member``'s libraries.
+in two (:class:`release.audit.reading.inspector.Inspector`) must give exactly ``inspect_member``'s libraries.
 On the committed fixture wheel whose library carries a cubin as data (nvcc-built)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import struct
 from dataclasses import replace
 from pathlib import Path
 
-from release.audit.inspect import Inspector, inspect_member, scan_embedded, with_embedded
 from release.audit.model import Library
-from release.audit.wheel import open_wheel
+from release.audit.reading.archive import open_wheel
+from release.audit.reading.inspector import Inspector, inspect_member, scan_embedded, with_embedded
 from release.binary.elf import read_elf
 from release.binary.embedded import _mapped, _scan, find_embedded
 

@@ -8,7 +8,7 @@ import random
 import re
 from pathlib import Path
 
-from release.audit.cpp_headers import _COMPUTED, _INCLUDE, _computed, escaping_includes, includes
+from release.audit.cpp.headers import _COMPUTED, _INCLUDE, _computed, escaping_includes, includes
 
 _HINT = re.compile(rb"include|import|dependency")  # the scan this replaced: the reference
 

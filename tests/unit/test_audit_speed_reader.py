@@ -1,4 +1,4 @@
-"""release.audit.wheel's own member reader (stored and deflated members, zlib or ISA-L): every byte
+"""release.audit.reading.archive's own member reader (stored and deflated members, zlib or ISA-L): every byte
 and every corruption the zipfile reader caught is still caught, each with an archive that fails it."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from release.audit.wheel import open_wheel
+from release.audit.reading.archive import open_wheel
 from release.binary import inflate
 
 NAME = "pkg-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"

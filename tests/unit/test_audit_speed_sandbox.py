@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from release.audit.limits import GIB, MIB, Sandbox, _limited_argv, _prlimit, run_limited
+from release.core.sandbox import Sandbox, _limited_argv, _prlimit, run_limited
+from release.core.sizes import GIB, MIB
 
 _REPORT = (
     "import os, resource; "

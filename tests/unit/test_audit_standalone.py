@@ -7,10 +7,11 @@ from dataclasses import replace
 import pytest
 from audit_helpers import contents, elf, fatbin, lib
 
-from release.audit import loader, packages, standalone
+from release.audit import standalone
+from release.audit.checks import loader, packages
+from release.audit.checks.packages import declared_requirements
 from release.audit.claim import claim_expectation
 from release.audit.model import Contents, Finding
-from release.audit.packages import declared_requirements
 
 
 def failing(findings: list[Finding]) -> list[str]:

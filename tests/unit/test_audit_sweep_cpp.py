@@ -1,4 +1,4 @@
-"""The C++ consumer check's CUDA headers (release.audit.cpp_cuda / cpp_consumer): which includes are CUDA
+"""The C++ consumer check's CUDA headers (release.audit.cpp.cuda_headers / cpp_consumer): which includes are CUDA
 toolkit headers, which the wheel lacks, where the CUDA headers of a consumer are looked for, and the
 compiler's "No such file or directory" read back; then the check on generated SDK wheels: the headers
 it leaves out (device, internal, lacking a system library), the #error retry, C++ overloads, the
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers_elf import sdk_finding
 
-from release.audit.cpp_cuda import (
+from release.audit.cpp.cuda_headers import (
     SITE_VAR,
     CudaHeaders,
     CudaSearch,
@@ -23,7 +23,7 @@ from release.audit.cpp_cuda import (
     find_cuda_headers,
     toolkit_package,
 )
-from release.audit.cpp_tools import missing_header, system_include_dirs
+from release.audit.cpp.tools import missing_header, system_include_dirs
 from release.audit.model import Finding
 from release.core import proc
 
@@ -197,7 +197,7 @@ def test_select_with_an_unknown_major_takes_the_first_toolkits() -> None:
 
 
 # The check on generated SDK wheels (fxsdk/include/*.h next to fxsdk/lib/libfx.so, built by gcc): the
-# headers it leaves out (release.audit.cpp_headers), the #error retry, C++ overloads, C's enumeration.
+# headers it leaves out (release.audit.cpp.headers), the #error retry, C++ overloads, C's enumeration.
 C_API = '#pragma once\n#ifdef __cplusplus\nextern "C" {\n#endif\n%s\n#ifdef __cplusplus\n}\n#endif\n'
 LIB = "int fx_version(void) { return 1; }\nint fx_a(void) { return 2; }\nint fx_b(void) { return 3; }\n"
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from audit_helpers import contents, cuda, fatbin, lib
 
-from release.audit import device_code, gpus, libraries
+from release.audit.checks import device_code, gpus, libraries
 from release.audit.claim import apply_options
 from release.audit.model import Expectation, Finding, Library
 from release.binary.cubin import cubin_target, header_target

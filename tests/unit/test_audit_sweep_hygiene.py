@@ -26,10 +26,10 @@ import pytest
 from audit_helpers import abi, cuda
 from helpers_elf import TAG, Gcc, write_wheel
 
-from release.audit import hygiene, loader
-from release.audit.inspect import inspect_libraries
+from release.audit.checks import hygiene, loader
 from release.audit.model import AbiReport, Contents, Expectation, Finding
-from release.audit.wheel import open_wheel
+from release.audit.reading.archive import open_wheel
+from release.audit.reading.inspector import inspect_libraries
 from release.policy.model import CudaPackage
 from release.resources.cuda import cuda as cuda_facts
 

@@ -1,4 +1,4 @@
-"""release.audit.wheel: one streaming pass, safe extraction, every member hashed."""
+"""release.audit.reading.archive: one streaming pass, safe extraction, every member hashed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from release.audit.wheel import KEEP_ENV, open_wheel, safe_member_name
+from release.audit.reading.archive import KEEP_ENV, open_wheel, safe_member_name
 from release.core.errors import InputError
 
 NAME = "pkg-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"

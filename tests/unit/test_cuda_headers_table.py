@@ -1,6 +1,6 @@
 """release/resources/cuda.toml's [headers]: the CUDA toolkit's headers by package, the driver API's headers
 and the system libraries CUDA's interop headers need, validated by key (release/resources/cuda_headers.py)
-and read by the C++ consumer check (release/audit/cpp_cuda.py)."""
+and read by the C++ consumer check (release/audit/cpp/cuda_headers.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from helpers_text import edited
 
-from release.audit import cpp_cuda
-from release.audit.cpp_cuda import lacking_system_headers, toolkit_package
+from release.audit.cpp import cuda_headers as cpp_cuda
+from release.audit.cpp.cuda_headers import lacking_system_headers, toolkit_package
 from release.resources.cuda import ResourceError, SystemLibrary, cuda, parse
 
 ROOT = Path(__file__).resolve().parents[2]

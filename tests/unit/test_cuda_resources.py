@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers_text import edited
 
-from release.audit import loader
+from release.audit.checks import loader
 from release.resources import cuda
 from release.resources.cuda import ResourceError, parse
 
@@ -23,7 +23,7 @@ NAMED_IN_CODE = {"libcudart", "libcuda"}
 # Prose that names one library, not a list: the CUDA 12 nvcc wheels' contents (toolchain's message).
 PROSE = {("release/wheelbuild/toolchain.py", "libnvvm")}
 # The one [headers] entry the code reasons about by name: cuda.h carries the driver API's CUDA_VERSION
-# (release/audit/cpp_cuda.py reads the version from it, release/wheelbuild/host.py probes a toolkit by it).
+# (release/audit/cpp/cuda_headers.py reads the version from it, release/wheelbuild/host.py probes a toolkit by it).
 HEADERS_NAMED_IN_CODE = {"cuda.h"}
 
 
@@ -147,7 +147,7 @@ def test_no_header_table_under_release() -> None:
 
 
 def test_the_header_scan_sees_a_table_in_code() -> None:
-    """Must fail: header tables written as Python literals (the shape release/audit/cpp_cuda.py once had).
+    """Must fail: header tables written as Python literals (the shape release/audit/cpp/cuda_headers.py once had).
     Must pass: headers named in prose, cuda.h, and headers that are no table's entry."""
     code = (
         'TOOLKIT = (("nvidia-cuda-crt", ("crt/*",)), ("nvidia-cublas", ("cublas*.h", "nvblas.h")))\n'

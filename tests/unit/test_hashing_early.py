@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from release.audit.wheel import open_wheel
+from release.audit.reading.archive import open_wheel
 from release.cli import main
 from release.core import hashing
 

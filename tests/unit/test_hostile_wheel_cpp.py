@@ -1,4 +1,4 @@
-"""release.audit.cpp_consumer's guards: includes that escape, files opened outside, messages cut to the wheel."""
+"""release.audit.cpp.consumer's guards: includes that escape, files opened outside, messages cut to the wheel."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from release.audit.cpp_consumer import (
+from release.audit.cpp.consumer import (
     Sdk,
     declares_something,
     escaping_includes,

@@ -1,4 +1,4 @@
-"""release.audit.identity: member types by name, RECORD as pip splits it, one name, version and tag set."""
+"""release.audit.reading.identity: member types by name, RECORD as pip splits it, one name, version and tag set."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from release.audit.identity import (
+from release.audit.reading.archive import open_wheel
+from release.audit.reading.identity import (
     check_identity,
     dist_info_dirs,
     identity_problems,
     member_kind,
     read_record,
 )
-from release.audit.limits import LIMITS, LimitExceeded, Limits
-from release.audit.wheel import open_wheel
+from release.audit.reading.limits import LIMITS, LimitExceeded, Limits
 from release.core.errors import InputError
 
 NAME = "pkg-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"

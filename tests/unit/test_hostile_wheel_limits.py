@@ -1,4 +1,4 @@
-"""release.audit.limits: caps, the inflation budget, the zip layout checks, the sandbox for tools."""
+"""release.audit.reading.limits: caps, the inflation budget, the zip layout checks; release.core.sandbox: the sandbox for tools."""
 
 from __future__ import annotations
 
@@ -11,22 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from release.audit.limits import (
-    GIB,
+from release.audit.reading.limits import (
     LIMITS,
-    MIB,
     Budget,
     LimitExceeded,
     Limits,
-    Sandbox,
     Stopped,
     central_directory_start,
     check_layout,
     first_few,
-    run_limited,
-    size,
 )
 from release.core.errors import InputError, StepFailed
+from release.core.sandbox import Sandbox, run_limited
+from release.core.sizes import GIB, MIB, size
 
 
 def test_caps() -> None:

@@ -1,4 +1,4 @@
-"""release.audit.wheel on hostile archives: refusals, limits counted as bytes inflate, small issues, linear time."""
+"""release.audit.reading.archive on hostile archives: refusals, limits counted as bytes inflate, small issues, linear time."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from release.audit.limits import LimitExceeded, Limits
-from release.audit.wheel import open_wheel
+from release.audit.reading.archive import open_wheel
+from release.audit.reading.limits import LimitExceeded, Limits
 from release.core.errors import InputError, StepFailed
 
 NAME = "pkg-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
