@@ -382,7 +382,13 @@ def check_installs(
         cases = install_cases(index, default, cuda=variant != "cpu")
         block = blocks[variant] = [f"{variant}:", *(f"  {c.line(project)}" for c in cases[:2])]
         rows = [r for r in todo if r.row.variant == variant]
-        if variant == "cpu" or stand_in is None or not rows:
+        if variant == "cpu" or not rows:
+            continue
+        if stand_in is None:  # said, not skipped silently: the header promises a check
+            block.append(
+                "  not checked: no cpu wheel of this run stands in for the default index "
+                "(select the cpu rows too to check these lines)"
+            )
             continue
         for arch in sorted({r.row.platform for r in rows}, key=lambda a: (a != host_platform(), a)):
             rep = max((r for r in rows if r.row.platform == arch), key=lambda r: version_key(_newest(r.row)))
