@@ -45,6 +45,7 @@ from release.core.errors import InputError, StepFailed
 from release.policy.matrix import Row
 from release.policy.model import CudaPackage, Dependency
 from release.resources import cuda
+from release.runpath import origin_entry, runpath_for
 from release.wheelbuild.wheelfile import install_path, rewrite
 
 PATCHELF_TIMEOUT_S = 300.0
@@ -198,18 +199,10 @@ def _satisfies(declared: list[Requirement], package: CudaPackage) -> bool:
     return False
 
 
-def _origin_target(entry: str, lib_dir: str) -> str | None:
-    """Where an ``$ORIGIN`` entry points, relative to site-packages; None for any other entry."""
-    entry = entry.replace("${ORIGIN}", "$ORIGIN")
-    if entry != "$ORIGIN" and not entry.startswith("$ORIGIN/"):
-        return None
-    return posixpath.normpath(posixpath.join(lib_dir, entry[len("$ORIGIN") :].lstrip("/")))
-
-
 def required_entry(installs_to: str, lib_installs_to: str) -> str:
-    """``$ORIGIN/<relative path>`` from a library's folder to a package's folder (pure)."""
-    rel = posixpath.relpath(lib_installs_to, posixpath.dirname(installs_to) or ".")
-    return "$ORIGIN" if rel == "." else f"$ORIGIN/{rel}"
+    """``$ORIGIN/<relative path>`` from a library's folder to a package's folder (pure; the rule is
+    :func:`release.runpath.origin_entry`)."""
+    return origin_entry(lib_installs_to, posixpath.dirname(installs_to))
 
 
 def _cuda_home_of(soname: str, contract: RowContract, library: str) -> tuple[str | None, str | None]:
@@ -337,15 +330,8 @@ def _runpath_change(lib: Library, contract: RowContract) -> tuple[tuple[str, ...
             wanted.append(home)
     if not wanted or lib.installs_to is None:
         return None, problems
-    lib_dir = posixpath.dirname(lib.installs_to)
-    current = lib.runpath or lib.rpath
-    reached = {_origin_target(e, lib_dir) for e in current}
-    missing = [h for h in dict.fromkeys(wanted) if posixpath.normpath(h) not in reached]
-    foreign = [e for e in current if _origin_target(e, lib_dir) is None]
-    if not missing and not foreign:
-        return None, problems
-    kept = [e for e in current if _origin_target(e, lib_dir) is not None]
-    return tuple([*kept, *(required_entry(lib.installs_to, h) for h in missing)]), problems
+    # the one rule: the repair writes what the audit's loader check reads (release.runpath)
+    return runpath_for(lib.runpath or lib.rpath, posixpath.dirname(lib.installs_to), wanted), problems
 
 
 def edit_metadata(text: str, version: str | None, requires: Sequence[str]) -> str:

@@ -6,6 +6,7 @@ import pytest
 from audit_helpers import CPU, RPATH, RUNTIME, contents, cuda, elf, fatbin, lib
 from packaging.specifiers import SpecifierSet
 
+from release import runpath
 from release.audit.checks import loader, packages
 from release.audit.model import Finding
 from release.policy.model import CudaPackage
@@ -138,13 +139,13 @@ def test_no_metadata_and_bad_requirement() -> None:
     ],
 )
 def test_resolve(entry: str, origin: str, expected: str | None) -> None:
-    assert loader.resolve(entry, origin) == expected
+    assert runpath.resolve(entry, origin) == expected
 
 
 def test_installed_dir() -> None:
-    assert loader.installed_dir("pkg/lib/libk.so") == "pkg/lib"
-    assert loader.installed_dir("pkg-1.0.data/platlib/pkg/lib/libk.so") == "pkg/lib"
-    assert loader.installed_dir("pkg-1.0.data/scripts/tool") is None
+    assert runpath.installed_dir("pkg/lib/libk.so") == "pkg/lib"
+    assert runpath.installed_dir("pkg-1.0.data/platlib/pkg/lib/libk.so") == "pkg/lib"
+    assert runpath.installed_dir("pkg-1.0.data/scripts/tool") is None
 
 
 @pytest.mark.parametrize(

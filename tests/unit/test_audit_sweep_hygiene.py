@@ -26,6 +26,7 @@ import pytest
 from audit_helpers import abi, cuda
 from helpers_elf import TAG, Gcc, write_wheel
 
+from release import runpath
 from release.audit.checks import hygiene, loader
 from release.audit.model import AbiReport, Contents, Expectation, Finding
 from release.audit.reading.archive import open_wheel
@@ -330,9 +331,9 @@ def test_a_sibling_in_the_same_folder_is_reached_by_plain_origin(tmp_path: Path,
 def test_every_advised_entry_is_normalised_and_reaches_its_target(
     target: str, origin: str, entry: str
 ) -> None:
-    assert loader.origin_entry(target, origin) == entry
+    assert runpath.origin_entry(target, origin) == entry
     assert not {".", ""} & set(entry.split("/")[1:])
-    reached = loader.resolve(entry, origin.rstrip("/").replace("/./", "/"))
+    reached = runpath.resolve(entry, origin.rstrip("/").replace("/./", "/"))
     assert reached == target
 
 
@@ -346,7 +347,7 @@ def test_the_loader_advice_resolves_to_where_the_package_installs(tmp_path: Path
             (msg,) = failing(loader.check(c, cuda(packages=(CUBLAS,))))
         advice = re.search(r"add '([^']+)'$", msg)
         assert advice is not None, msg
-        assert loader.resolve(advice[1], folder) == "nvidia/cu13/lib", (folder, advice[1])
+        assert runpath.resolve(advice[1], folder) == "nvidia/cu13/lib", (folder, advice[1])
         assert not {".", ""} & set(advice[1].split("/")[1:]), advice[1]
 
 

@@ -25,11 +25,12 @@ import posixpath
 
 from packaging.utils import parse_wheel_filename
 
-from release.audit.checks.loader import installed_dir, origin_entry, search_dirs, search_path
+from release.audit.checks.loader import search_dirs, search_path
 from release.audit.checks.owners import grafted_findings, owner_findings
 from release.audit.model import AbiReport, Check, Contents, Expectation, Finding, Member, fail, ok
 from release.audit.reading.limits import first_few
 from release.policy.versions import python_tag_matches
+from release.runpath import installed_dir, origin_entry
 
 __all__ = [
     "archive_findings",

@@ -17,6 +17,9 @@ libraries into ``installs_to`` under it (``nvidia/cu13/lib``).
   package: linking it needs no search path.
 * A CPU wheel links no CUDA library at all.
 
+Where a member installs and where an ``$ORIGIN`` entry points is the one rule of :mod:`release.runpath`,
+which the build's repair writes RUNPATHs by.
+
 On a machine whose loader cache holds a CUDA runtime (this one), a missing or wrong
 RUNPATH still loads: only this check catches it before a user does.
 """
@@ -24,16 +27,14 @@ RUNPATH still loads: only this check catches it before a user does.
 from __future__ import annotations
 
 import posixpath
-import re
 
 from release.audit.model import Check, Contents, Expectation, Finding, Library, fail, ok
 from release.policy.model import CudaPackage
 from release.resources import cuda
 from release.resources.cuda import stem
+from release.runpath import installed_dir, is_origin_entry, origin_entry, resolve
 
 CHECK = "loader"
-
-_ORIGIN = re.compile(r"^\$(ORIGIN|\{ORIGIN\})(?=/|$)")
 
 
 def is_driver_library(soname: str) -> bool:
@@ -49,35 +50,6 @@ def is_cuda_library(soname: str, packages: tuple[CudaPackage, ...] = ()) -> bool
 def exclusion_patterns(packages: tuple[CudaPackage, ...]) -> tuple[str, ...]:
     """fnmatch patterns for the platform analysis: CUDA libraries come from packages, not from manylinux."""
     return tuple(sorted({*cuda.repair_excludes(), *(lib for p in packages for lib in p.libraries)}))
-
-
-def installed_dir(path: str) -> str | None:
-    """The site-packages-relative directory a wheel member installs into; None outside site-packages."""
-    parts = path.split("/")
-    if parts[0].endswith(".data"):
-        if len(parts) > 2 and parts[1] in ("purelib", "platlib"):
-            return posixpath.dirname("/".join(parts[2:]))
-        return None
-    return posixpath.dirname(path)
-
-
-def resolve(entry: str, origin: str | None) -> str | None:
-    """An ``$ORIGIN`` search path entry as a site-packages-relative directory, else None."""
-    m = _ORIGIN.match(entry)
-    if m is None or origin is None:
-        return None
-    rest = entry[m.end() :].lstrip("/")
-    joined = posixpath.normpath(posixpath.join(origin, rest)) if rest else (origin or ".")
-    if joined == ".." or joined.startswith("../"):
-        return None  # climbs out of site-packages
-    return "" if joined == "." else joined
-
-
-def origin_entry(target: str, origin: str) -> str:
-    """The ``$ORIGIN`` entry that reaches ``target`` from a file installed in ``origin`` (both
-    site-packages-relative, ``""`` the root): ``$ORIGIN`` for its own folder, never ``$ORIGIN/.``."""
-    rel = posixpath.relpath(posixpath.normpath(target or "."), posixpath.normpath(origin or "."))
-    return "$ORIGIN" if rel == "." else f"$ORIGIN/{rel}"
 
 
 def search_path(lib: Library) -> tuple[str, tuple[str, ...]]:
@@ -101,7 +73,7 @@ def _bad_entries(lib: Library) -> list[Finding]:
     out = []
     for tag, entries in (("RPATH", lib.elf.rpath), ("RUNPATH", lib.elf.runpath)):
         for entry in entries:
-            if _ORIGIN.match(entry):
+            if is_origin_entry(entry):
                 continue
             if entry.startswith("/"):
                 where = (

@@ -26,10 +26,11 @@ import posixpath
 import re
 from collections import defaultdict
 
-from release.audit.checks.loader import installed_dir, search_dirs, search_path
+from release.audit.checks.loader import search_dirs, search_path
 from release.audit.model import Contents, Finding, Library, fail, ok
 from release.audit.reading.cuda_identity import Identity, identify, identify_name
 from release.resources.cuda import stem
+from release.runpath import installed_dir
 
 __all__ = ["grafted_findings", "owner_findings"]
 
