@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from release import early
 from release.core import log
 from release.core.errors import InputError, SelectionError, WheelwrightError
+from release.run_lock import LOCKED_COMMANDS, add_wait_option, command_lock
 
 if TYPE_CHECKING:  # the policy modules are imported by the commands that read a policy
     from release.policy.matrix import Offered, Row
@@ -452,8 +453,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_audit_parser(sub)
     add_verify_parser(sub)
     _add_verbosity(parser, default=log.NORMAL)
-    for command in sub.choices.values():
+    for name, command in sub.choices.items():
         _add_verbosity(command, default=argparse.SUPPRESS)
+        if name in LOCKED_COMMANDS:
+            add_wait_option(command)
     return parser
 
 
@@ -490,7 +493,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     log.configure(level=args.level)
     try:
-        code: int = args.func(args)
+        with command_lock(args):  # the whole run holds dist/'s lock (release.run_lock)
+            code: int = args.func(args)
         sys.stdout.flush()  # a reader that went away (`plan | head -1`) shows here, not at exit
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

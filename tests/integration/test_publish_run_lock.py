@@ -203,3 +203,24 @@ def test_a_run_using_the_local_index_keeps_another_from_stopping_or_emptying_it(
     while list((root / index_lease.LEASES_DIR).glob("*.json")) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert list((root / index_lease.LEASES_DIR).glob("*.json")) == []  # a run that ends removes its own
+
+
+@pytest.mark.parametrize("command", ["build", "smoke", "publish", "audit", "release"])
+def test_every_command_of_a_release_holds_dist_for_its_whole_run(
+    holder: tuple[subprocess.Popen[str], Path], command: str
+) -> None:
+    # through `python -m release` itself: refused before the command reads anything (the policy
+    # named does not exist: were the lock not taken first, the command would fail on it, exit 2)
+    first, dist = holder
+    extra = ["--rehearsal"] if command == "release" else ["cu130-py312"] if command == "audit" else []
+    result = subprocess.run(
+        [sys.executable, "-m", "release", command, *extra, "--policy", str(dist / "missing.toml"),
+         "--dist", str(dist), "--wait", "0"],
+        capture_output=True, text=True, env=_env(), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 4, result.stderr
+    assert (
+        f"error: dist/ ({dist.resolve()}) is in use by another wheelwright run: pid {first.pid} on "
+        in result.stderr
+    )
+    assert "first-run-marker" in result.stderr and "this run waited 0 s" in result.stderr
