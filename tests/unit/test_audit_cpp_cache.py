@@ -4,6 +4,7 @@ same headers, libraries, claim and machine; anything else compiles again."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -206,3 +207,58 @@ def test_the_key_covers_the_checks_code_and_the_cuda_tables(tmp_path: Path) -> N
     toml.write_bytes(toml.read_bytes() + b"\n# one more line\n")
     assert cpp_cache.digest_files(copies, "1") != before
     assert cpp_cache.digest_files(copies, "2") != cpp_cache.digest_files(copies, "1")
+
+
+def _import_closure(start: tuple[str, ...], root: Path) -> set[Path]:
+    """The release modules ``start`` imports, directly or not (every import statement, function-level
+    ones too, read with ``ast``), and the package ``__init__`` files on the way."""
+    seen: set[Path] = set()
+    todo = list(start)
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # the packages on the way are imported too
+            base = root.parent.joinpath(*parts[:i])
+            for path in (base / "__init__.py", base.with_suffix(".py")):
+                if path.is_file() and path not in seen:
+                    seen.add(path)
+                    package = ".".join(parts[:i]) if path.name == "__init__.py" else ".".join(parts[: i - 1])
+                    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                        if isinstance(node, ast.Import):
+                            todo += [a.name for a in node.names if a.name.startswith("release")]
+                        elif isinstance(node, ast.ImportFrom):
+                            module = node.module or ""
+                            if node.level:
+                                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                                module = ".".join([*up, module] if module else up)
+                            if module.startswith("release"):
+                                todo += [module, *(f"{module}.{a.name}" for a in node.names)]
+    return seen
+
+
+def test_touching_any_module_the_check_imports_changes_the_key(tmp_path: Path) -> None:
+    """The key hashes all of release/ (a superset, documented in release.audit.cpp.cache): every module
+    of the check's import closure, computed here from its import statements, is in it, and a change to
+    any one of them, or to the CUDA tables it reads, gives a new key."""
+    release = Path(cpp_cache.__file__).resolve().parents[2]
+    closure = _import_closure(
+        ("release.audit.cpp.early", "release.audit.cpp.consumer", "release.audit.cpp.cache"), release
+    )
+    assert release / "core" / "nvcc.py" in closure and release / "audit" / "checks" / "packages.py" in closure
+    assert len(closure) > 20
+    files = cpp_cache.code_files()
+    assert closure <= set(files), sorted(str(p) for p in closure - set(files))
+    copies = {}
+    for path in files:
+        copy = tmp_path / path.relative_to(release.parent)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(path.read_bytes())
+        copies[path] = copy
+    before = cpp_cache.digest_files(copies.values(), "1")
+    for path in [*sorted(closure), release / "resources" / "cuda.toml"]:
+        copy = copies[path]
+        data = copy.read_bytes()
+        copy.write_bytes(data + b"\n# touched\n")
+        assert cpp_cache.digest_files(copies.values(), "1") != before, path
+        copy.write_bytes(data)
+    assert cpp_cache.digest_files(copies.values(), "1") == before
