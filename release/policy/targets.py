@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import posixpath
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -147,20 +149,50 @@ def url_problem(url: str, use: UrlUse) -> str | None:
     return None
 
 
+def _canonical_host(host: str) -> str:
+    """One spelling per host: every loopback name and address (``localhost``, ``127.0.0.1``, any
+    127/8 address, ``::1``, ``::ffff:127.0.0.1``) is this machine, written ``127.0.0.1``; an IPv4
+    address in any form ``inet_aton`` takes (``127.1``) as a dotted quad; IPv6 compressed."""
+    host = host.lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return "127.0.0.1"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        try:
+            address = ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.is_loopback:
+        return "127.0.0.1"
+    return f"[{address.compressed}]" if address.version == 6 else address.compressed
+
+
 def index_identity(url: str) -> str:
     """One spelling per index, to tell two variants that share one: scheme and host in lower
-    case, the default port dropped, the path ending in '/'. ``url`` must pass url_problem."""
+    case, every loopback name and address as one (:func:`_canonical_host`), the default port
+    dropped, '//', '.' and '..' in the path resolved, the path ending in '/'. ``url`` must pass
+    url_problem."""
     if is_index_name(url):
         return url
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    host = (parts.hostname or "").lower()
-    if ":" in host:
-        host = f"[{host}]"
+    host = _canonical_host(parts.hostname or "")
     port = parts.port
     netloc = host if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
-    path = parts.path if parts.path.endswith("/") else parts.path + "/"
+    path = posixpath.normpath("/" + parts.path.lstrip("/")) if parts.path else "/"
+    path = "/" + path.lstrip("/")  # normpath keeps a leading '//'
+    path = path if path.endswith("/") else path + "/"
     return urlunsplit((scheme, netloc, path, "", ""))
+
+
+def index_root(url: str) -> str:
+    """The index an upload or simple URL belongs to: its identity without a last ``simple/``
+    segment (an index takes uploads at ``<root>/`` and serves ``<root>/simple/``)."""
+    ident = index_identity(url)
+    return ident.removesuffix("simple/") if not is_index_name(url) else ident
 
 
 def join_url(base: str, *segments: str) -> str:
@@ -196,20 +228,42 @@ def variant_index_problems(indexes: Mapping[str, IndexTarget]) -> list[tuple[str
                         "CUDA wheel for a plain install); give each CUDA variant its own index",
                     )
                 )
-    for key in ("upload_url", "simple_url"):
-        seen: dict[str, str] = {}
-        for variant, index in indexes.items():
-            ident = index_identity(getattr(index, key))
-            if ident in seen:
-                problems.append(
-                    (
-                        variant,
-                        key,
-                        f"is the same index as index.{seen[ident]}.{key}; each variant needs its own index "
-                        "(a variant's wheels would land among another's, and a publish would not be all "
-                        "or nothing)",
-                    )
+    problems += _shared_index_problems(indexes)
+    return problems
+
+
+SPELLINGS = (
+    "spelled alike, they are one index: scheme and host case, every loopback name and address "
+    "(localhost, 127.0.0.1, ::1), a default port (80, 443), a trailing '/', '//', '.' and '..' change nothing"
+)
+
+
+def _shared_index_problems(indexes: Mapping[str, IndexTarget]) -> list[tuple[str, str, str]]:
+    """Two variants on one index, however the URLs spell it: the same upload or simple URL once
+    spelled alike (:func:`index_identity`), or one variant's URL at another's index (``<root>/`` and
+    ``<root>/simple/``: :func:`index_root`)."""
+    problems: list[tuple[str, str, str]] = []
+    seen: dict[tuple[str, str], tuple[str, str]] = {}  # (kind, identity) -> (variant, key)
+    for variant, index in indexes.items():
+        found: tuple[str, str] | None = None
+        for key in ("upload_url", "simple_url"):
+            url = getattr(index, key)
+            ident, root = index_identity(url), index_root(url)
+            for mark in ((key, ident), ("root", root)):
+                other = seen.get(mark)
+                if other is not None and other[0] != variant and found is None:
+                    found = (key, f"index.{other[0]}.{other[1]}")
+            seen.setdefault((key, ident), (variant, key))
+            seen.setdefault(("root", root), (variant, key))
+        if found is not None:
+            key, other_key = found
+            problems.append(
+                (
+                    variant,
+                    key,
+                    f"is the same index as {other_key} ({SPELLINGS}); each variant needs its own index (a "
+                    "variant's wheels would land among another's, and a publish would not be all or nothing): "
+                    f"give index.{variant} an upload_url and simple_url of its own",
                 )
-            else:
-                seen[ident] = variant
+            )
     return problems

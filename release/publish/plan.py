@@ -72,6 +72,7 @@ RULES: dict[str, str] = {
     "size-limit": "no file over the index's per-file limit",
     "one-name-one-file": "an index never holds two different files under one name",
     "release-set": "the index holds nothing of this release's version that the release does not",
+    "one-index": "each variant has an index of its own: no other variant's file of this release on it, no storage shared",
     "read-back": "after uploading, the index holds exactly the audited files, each with its sha256",
     "deadline": "every index request and every upload ends at its deadline",
     "one-run": "one run at a time per dist/ and per local index",

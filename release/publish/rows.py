@@ -32,6 +32,7 @@ from release.policy.targets import Target
 from release.publish import lock
 from release.publish import manifest as mf
 from release.publish.deadlines import Deadlines
+from release.publish.identity import recheck_before_upload, shared_storage_problems, storage_of
 from release.publish.index_lease import in_use_problem
 from release.publish.local_index import PACKAGES_DIR, RELEASES_DIR, LocalIndex, attach, start_detached, stop
 from release.publish.plan import Log, PublishReport, ruled
@@ -295,6 +296,13 @@ def publish_rows(
                 )
                 for variant, paths in sorted(wheels.items())
             ]
+            shared = shared_storage_problems(
+                {p.variant: storage_of(p.index, p.local_folder) for p in prepared}
+            )
+            if shared:
+                raise CheckFailed(
+                    "nothing was uploaded: two variants share one index:\n  - " + "\n  - ".join(shared)
+                )
             release = mf.build_manifest(
                 [(p.variant, v) for p in prepared for v in p.verified],
                 {r.wheel.name: r.smoke for r in ready},
@@ -332,6 +340,10 @@ def _execute(
         if p.variant in skip_variants:
             continue
         try:
+            if p.plan.to_upload:  # another variant's uploads may have landed here: an alias (issue 25 item 3)
+                recheck_before_upload(
+                    p.remote.listing, p.local, variant=p.variant, variants=p.target.indexes, where=p.where
+                )
             reports.append(execute_publish(p, log=say))
         except WheelwrightError as exc:
             done = ", ".join(r.variant for r in reports) or "none"

@@ -109,7 +109,56 @@ def test_index_identity_ignores_spelling_not_place() -> None:
         )
     }
     assert len(different) == 6
-    assert index_identity("http://[::1]:80/x") == "http://[::1]/x/"
+    assert index_identity("http://[::1]:80/x") == "http://127.0.0.1/x/"  # loopback: one machine
+
+
+@pytest.mark.parametrize(
+    "alias",
+    [
+        "http://localhost:8080/cu130/",
+        "http://LocalHost:8080/cu130",
+        "http://localhost.:8080/cu130/",
+        "http://127.0.0.1:8080/cu130/",
+        "http://127.0.0.2:8080/cu130/",
+        "http://127.1:8080/cu130/",
+        "http://[::1]:8080/cu130/",
+        "http://[::ffff:127.0.0.1]:8080/cu130/",
+        "HTTP://127.0.0.1:8080//cu130/./",
+        "http://127.0.0.1:8080/whl/../cu130",
+    ],
+)
+def test_index_identity_one_loopback_index_under_many_spellings(alias: str) -> None:
+    assert index_identity(alias) == "http://127.0.0.1:8080/cu130/"
+
+
+def test_index_identity_keeps_what_tells_indexes_apart() -> None:
+    assert len({index_identity(f"http://127.0.0.1:{p}/cu130/") for p in (8080, 8081)}) == 2
+    assert index_identity("https://h.invalid:443/a/") == index_identity("https://H.invalid/a")
+    assert index_identity("https://[2001:DB8::1]/a") == "https://[2001:db8::1]/a/"
+    assert index_identity("https://10.0.0.1/a") != index_identity("https://127.0.0.1/a")
+
+
+def test_the_issue_alias_and_a_simple_root_are_one_index() -> None:
+    port = 8080
+    issue = {
+        "cu130": _index("cu130", f"http://127.0.0.1:{port}/cu130/", f"http://127.0.0.1:{port}/cu130/simple/"),
+        "cu132": _index("cu132", f"http://localhost:{port}/cu130/", f"http://localhost:{port}/cu130/simple/"),
+    }
+    [(variant, key, problem)] = variant_index_problems(issue)
+    assert (variant, key) == ("cu132", "upload_url")
+    assert problem.startswith("is the same index as index.cu130.upload_url (")
+    assert "give index.cu132 an upload_url and simple_url of its own" in problem
+    crossed = {  # cu132 uploads where cu130 is read: <root>/ and <root>/simple/ are one index
+        "cu130": _index("cu130", "https://h.invalid/up/cu130/", "https://h.invalid/whl/cu130/simple/"),
+        "cu132": _index("cu132", "https://h.invalid/whl/cu130/", "https://h.invalid/whl/cu132/simple/"),
+    }
+    [(variant, key, problem)] = variant_index_problems(crossed)
+    assert (variant, key) == ("cu132", "upload_url") and "index.cu130.simple_url" in problem
+    apart = {
+        "cu130": _index("cu130", "https://h.invalid/cu130/", "https://h.invalid/cu130/simple/"),
+        "cu132": _index("cu132", "https://h.invalid/cu132/", "https://h.invalid/cu132/simple/"),
+    }
+    assert variant_index_problems(apart) == []
 
 
 def _index(variant: str, upload: str, simple: str) -> IndexTarget:
