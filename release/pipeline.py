@@ -196,7 +196,10 @@ def run_release(
         else:
             todo.append(rep)
     if not todo:
-        raise CheckFailed("no row of the selection can be built here; nothing to release")
+        from release.summary import left_out_lines
+
+        why = "\n".join(left_out_lines(reports))
+        raise CheckFailed(f"no row of the selection can be built here; nothing to release:\n{why}")
     if policy.dependencies:
         from release.publish.channels import check_rows
 

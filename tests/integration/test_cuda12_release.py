@@ -1,0 +1,100 @@
+"""The CUDA 12 path end to end on this machine (issue 22 item 6): a `cu124` variant built with
+Debian's CUDA 12.4 toolkit (scripts/fetch_cuda12_debian.py; no CUDA 12 nvcc is on PyPI),
+declaring `nvidia-cuda-runtime-cu12`, its kernels library finding libcudart.so.12 through
+`nvidia/cuda_runtime/lib`, audited, smoke-tested in a fresh venv with that runtime from the
+default index, published to the local index and its install lines checked. The policy is
+tests/fixtures/cuda12/rows.toml. Without the toolkit the row is left out, naming the fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from helpers_proc import python_m
+from helpers_repo import commit_all, copy_example
+
+from release.binary.elf import read_elf
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = ROOT / "tests" / "fixtures" / "cuda12" / "rows.toml"
+pytestmark = [pytest.mark.integration, pytest.mark.network]
+
+
+@pytest.fixture(scope="module")
+def cuda12_home() -> Path:
+    """The private CUDA 12.4 tree (downloaded once from Debian's archive, then cached)."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "fetch_cuda12_debian.py"), "--print-cuda-home"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = copy_example(tmp_path / "repo")
+    shutil.copy2(POLICY, repo / "rows.toml")
+    return commit_all(repo)
+
+
+def _release(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return python_m(
+        "release", "release", "--policy", str(repo / "rows.toml"), "--rehearsal", "--backend", "host", *args,
+        cwd=repo, env={**env, "PYTHONPATH": str(ROOT)}, timeout=900,
+    )  # fmt: skip
+
+
+def _no_cuda_home() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "WHEELWRIGHT_ARCH")}
+    return env
+
+
+def test_a_cu124_row_is_built_audited_smoked_and_published(cuda12_home: Path, tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    proc = _release(repo, {**_no_cuda_home(), "CUDA_HOME": str(cuda12_home)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("cu124-py312-x86_64 "))
+    assert line.split()[4:7] == ["ok", "ok", "ok"] and "uploaded" in line, line
+
+    (wheel,) = (repo / "dist" / "cu124").glob("tinyaxpy-*+cu124-cp312-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        assert "Requires-Dist: nvidia-cuda-runtime-cu12==12.4.*" in zf.read(meta).decode().splitlines()
+        lib = tmp_path / "libtinyaxpy_kernels.so"
+        lib.write_bytes(zf.read("tinyaxpy/lib/libtinyaxpy_kernels.so"))
+    elf = read_elf(lib)
+    assert "libcudart.so.12" in elf.needed
+    assert elf.runpath == ("$ORIGIN/../../nvidia/cuda_runtime/lib",)
+
+    audit = json.loads((wheel.parent / f"{wheel.name}.audit.json").read_text())
+    assert audit["passed"] is True
+    probe = json.loads((wheel.parent / f"{wheel.name}.smoke.json").read_text())["evidence"]["probe"]
+    cudart = [p for p in probe["loaded"] if Path(p).name.startswith("libcudart.so")]
+    assert len(cudart) == 1 and cudart[0].endswith(
+        "/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12"
+    ), cudart
+    for tool, first in (
+        ("pip", "cu124"),
+        ("uv", "cu124"),
+        ("pip", "the default index"),
+        ("uv", "the default index"),
+    ):
+        assert f"✓ {tool}, --index-url {first}: {tool} picks {wheel.name}" in proc.stdout, proc.stdout
+
+
+def test_without_the_toolkit_the_cu124_row_is_left_out_naming_the_fix(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    proc = _release(repo, _no_cuda_home(), "--no-publish", "cu124-py312")
+    out = proc.stdout + proc.stderr
+    assert "cu124-py312-x86_64: needs a CUDA 12.4 toolchain" in out, out
+    assert "run scripts/fetch_cuda12_debian.py and set CUDA_HOME to the tree it prints" in out
+    assert not list((repo / "dist").glob("**/*.whl"))
