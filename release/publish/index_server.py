@@ -84,7 +84,12 @@ def _not_found(environ: WSGIEnvironment, start_response: StartResponse) -> Itera
 def _release_file(folder: Path, name: str, start_response: StartResponse) -> Iterable[bytes]:
     """A release manifest, read-only; a name that is not a plain file name is not found."""
     path = folder / name
-    if not name.endswith(".release.json") or "/" in name or name.startswith(".") or not path.is_file():
+    if (
+        not name.endswith((".release.json", ".release.json.sig"))
+        or "/" in name
+        or name.startswith(".")
+        or not path.is_file()
+    ):
         body = b"no such release manifest\n"
         start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
         return [body]

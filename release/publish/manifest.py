@@ -19,11 +19,15 @@ beside each variant's packages (``<root>/releases/<variant>/``, served at
 to ``index.html``. A generic index takes only packages: publish the manifest beside it yourself
 (a release asset, the bucket the index lives in); CI attaches ``dist/*.release.json`` to the run.
 ``python -m release verify`` checks an index against it (:mod:`release.publish.verify`).
+
+Every copy is signed: :func:`write` puts ``<name>.sig`` beside it (Ed25519 over its exact bytes,
+:mod:`release.publish.signing`), and ``verify`` checks that signature before it trusts a digest.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,7 +41,9 @@ from release import records
 from release.core import proc
 from release.core.errors import InputError, StepFailed, ToolError
 from release.core.files import write_atomic
+from release.core.log import info
 from release.policy.targets import IndexTarget
+from release.publish import signing
 from release.publish.reverify import GPU_KEYS, Reaudited
 
 VERSION = 1
@@ -176,11 +182,36 @@ def read(path: Path) -> Manifest:
         raise InputError(f"{path}: cannot read the release manifest: {exc.strerror}") from None
 
 
-def write(manifest: Manifest, folder: Path) -> Path:
-    """Write ``folder/<name>`` atomically; StepFailed when the folder is not writable."""
-    return write_atomic(
-        folder / manifest.name, manifest.text(), what="the release manifest", mode=0o644, parents=True
-    )
+def read_trusted(
+    path: Path, *, public_key: str | None, allow_unsigned: bool, env: Mapping[str, str]
+) -> tuple[Manifest, str]:
+    """The manifest at ``path`` once its signature is checked (:func:`release.publish.signing.check_manifest`),
+    and the line saying what was checked. The bytes checked are the bytes parsed."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the release manifest: {exc.strerror}") from None
+    trusted = None if allow_unsigned else signing.trusted_key(public_key, env)
+    said = signing.check_manifest(path, data, trusted, allow_unsigned=allow_unsigned)
+    return parse(data, str(path)), said
+
+
+def write(manifest: Manifest, folder: Path, *, env: Mapping[str, str] | None = None) -> Path:
+    """Write ``folder/<name>`` and its signature ``<name>.sig`` (:mod:`release.publish.signing`,
+    with the release signing key of ``env``, made on first use) atomically; StepFailed when the
+    folder is not writable, InputError when the key is unusable."""
+    env = os.environ if env is None else env
+    key, key_path, made = signing.signing_key(env)
+    if made:
+        info(
+            f"made the release signing key {key_path} (Ed25519, key id {signing.key_id(key.public_key())}); "
+            f"give verifiers its public half, {key_path.with_suffix('.pub')}"
+        )
+    text = manifest.text()
+    path = write_atomic(folder / manifest.name, text, what="the release manifest", mode=0o644, parents=True)
+    sig = signing.sign(text, manifest.name, key)
+    write_atomic(signing.signature_path(path), sig, what="the release manifest's signature", mode=0o644)
+    return path
 
 
 def source_commit(folder: Path, env: Mapping[str, str]) -> str | None:

@@ -9,7 +9,12 @@ downloaded; an index that serves other bytes than it lists passes it, and the ou
 Exit 0 when every index agrees, 1 when one does not (each problem named, with its rule), 2 for
 bad input, 4 when an index cannot be read.
 
-The manifest: ``--manifest FILE``, else the one ``<dist>/*.release.json`` that publish wrote.
+The manifest: ``--manifest FILE``, else the one ``<dist>/*.release.json`` that publish wrote. Its
+signature (``<manifest>.sig``, :mod:`release.publish.signing`) is checked before any of its
+digests is trusted: a missing or wrong signature exits 1 (``[rule: signed-manifest]``) unless
+``--allow-unsigned``; the trusted key is ``--public-key FILE``, ``$WHEELWRIGHT_SIGNING_PUBLIC_KEY``
+or this user's own signing key. ``--rebuild ROW`` rebuilds a row instead of reading an index
+(:mod:`release.publish.rebuild`).
 A local-server target (the rehearsal index) is verified where it runs (``--index-root``); it is
 never started or changed here.
 """
@@ -200,7 +205,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy)
     declared = policy.target(args.target)
     path = find_manifest(Path(args.dist), args.manifest)
-    manifest = mf.read(path)
+    manifest, signed = mf.read_trusted(
+        path,
+        public_key=getattr(args, "public_key", None),
+        allow_unsigned=bool(getattr(args, "allow_unsigned", False)),
+        env=os.environ,
+    )
+    print(f"{'!' if 'NOT' in signed else '✓'} {signed}")
     if manifest.policy_sha256 != policy.sha256:
         print(f"note: {path.name} was written under another rows.toml than {policy.path}", file=sys.stderr)
     local = attach(Path(args.index_root)) if declared.local_server else None

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from release.core.errors import WheelwrightError
+from release.core.errors import InputError, WheelwrightError
 
 __all__ = ["DEFAULT_INDEX_ROOT", "DEFAULT_POLICY", "add_verify_parser", "main"]
 
@@ -26,11 +26,21 @@ DESCRIPTION = (  # release/publish/verify.py's second paragraph
     "manifest beside the wheels (the local index, a static index), the index's copy must be the manifest's "
     "bytes. --listing-only compares the listing alone (fast, nothing downloaded; an index that serves other "
     "bytes than it lists passes it, and the output says so). Exit 0 when every index agrees, 1 when one "
-    "does not (each problem named, with its rule), 2 for bad input, 4 when an index cannot be read."
+    "does not (each problem named, with its rule), 2 for bad input, 4 when an index cannot be read. "
+    "The manifest's signature (<manifest>.sig) is checked first: missing or wrong exits 1 "
+    "[rule: signed-manifest] unless --allow-unsigned. --rebuild ROW rebuilds the row from this checkout "
+    "instead and compares its sha256 with the manifest's: 0 when equal, 1 naming both digests."
 )
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.rebuild:
+        from release.publish.rebuild import cmd_rebuild
+        from release.publish.verify import find_manifest
+
+        return cmd_rebuild(args, find_manifest(Path(args.dist), args.manifest))
+    if not args.target:
+        raise InputError("verify needs --target NAME (check an index) or --rebuild ROW (rebuild a row)")
     from release.publish.verify import cmd_verify
 
     return cmd_verify(args)
@@ -43,7 +53,7 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN4
         help="check a target's indexes against the release manifest",
         description=DESCRIPTION,
     )
-    p.add_argument("--target", required=True, help="a [target.NAME] of the policy")
+    p.add_argument("--target", help="a [target.NAME] of the policy (needed unless --rebuild)")
     p.add_argument("--policy", default=DEFAULT_POLICY, help="policy file (default: %(default)s)")
     p.add_argument("--dist", default="dist", help="where publish wrote the manifest (default: %(default)s)")
     p.add_argument("--manifest", metavar="FILE", help="the release manifest (default: the one in --dist)")
@@ -57,6 +67,32 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN4
         action="store_true",
         help="compare the index's listing only (fast): no file is downloaded, so an index that serves "
         "other bytes than it lists passes; the output says it was a listing-only check",
+    )
+    p.add_argument(
+        "--public-key",
+        metavar="FILE",
+        help="the release key's public half (PEM) to check the manifest's signature with (default: "
+        "$WHEELWRIGHT_SIGNING_PUBLIC_KEY, else this user's own signing key)",
+    )
+    p.add_argument(
+        "--allow-unsigned",
+        action="store_true",
+        help="check a manifest without a valid signature anyway (its digests are then taken on trust; "
+        "the output says so)",
+    )
+    p.add_argument(
+        "--rebuild",
+        action="append",
+        metavar="ROW",
+        default=[],
+        help="instead of reading an index: rebuild ROW from this checkout into a private temporary "
+        "folder and compare its sha256 with the manifest's (repeat for more rows)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("auto", "host", "container"),
+        default="auto",
+        help="the build backend of --rebuild (default: %(default)s)",
     )
     p.set_defaults(func=_run)
     return p
