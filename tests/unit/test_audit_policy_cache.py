@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from release.audit.abi import manylinux_policy_cache as policy_cache
-from release.audit.abi.manylinux_policies import Policies, from_data, to_data
-from release.audit.abi.manylinux_policy_cache import _from_auditwheel, cache_file
+from release.audit.abi import manylinux_cache as policy_cache
+from release.audit.abi.manylinux import Policies, from_data, to_data
+from release.audit.abi.manylinux_cache import _from_auditwheel, cache_file
 
 
 @pytest.fixture
@@ -84,8 +84,8 @@ def test_abi_policy_stays_pure(cache: Path) -> None:
     import sys
 
     probe = (
-        "import sys; import release.audit.abi.manylinux_policies; "
-        "print(sorted(m for m in sys.modules if m.startswith(('auditwheel', 'release.audit.abi.manylinux_policy_cache', "
+        "import sys; import release.audit.abi.manylinux; "
+        "print(sorted(m for m in sys.modules if m.startswith(('auditwheel', 'release.audit.abi.manylinux_cache', "
         "'release.core.files', 'release.core.machine'))))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout

@@ -5,7 +5,7 @@ per policy that blacklists something a library links (torch 2.14.1: 20 to 60 s h
 module gives the same answer from the tree the audit extracted, with auditwheel's public pieces:
 
 * the policies (symbol versions, library whitelists and blacklists) are auditwheel's data,
-  read once through :func:`release.audit.abi.manylinux_policy_cache.policies_of`;
+  read once through :func:`release.audit.abi.manylinux_cache.policies_of`;
 * the wheel's libc and architecture come from its tags (public ``auditwheel.wheeltools``);
 * everything read from the ELF files (library resolution against this machine's loader
   paths, :mod:`release.binary.ldd`, only to files of the same ELF machine; symbol versions,
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from release.audit.abi.manylinux_policies import (
+from release.audit.abi.manylinux import (
     ExternalReference,
     PlatformPolicy,
     Policies,
@@ -41,7 +41,7 @@ from release.audit.abi.manylinux_policies import (
     policy_for_tag,
     tag_between,
 )
-from release.audit.abi.manylinux_policy_cache import policies_of
+from release.audit.abi.manylinux_cache import policies_of
 from release.audit.model import AbiReport, Library
 from release.binary.elf import ElfError, read_elf
 from release.binary.elf_symbols import STB_WEAK, STT_FUNC, STT_NOTYPE, Symbol, lookup, undefined_symbols

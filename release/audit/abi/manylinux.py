@@ -1,6 +1,6 @@
 """The manylinux/musllinux policies as frozen data, and the decisions made with them. Pure.
 
-The policies themselves are auditwheel's: :mod:`release.audit.abi.manylinux_policy_cache` (the effects) reads
+The policies themselves are auditwheel's: :mod:`release.audit.abi.manylinux_cache` (the effects) reads
 them once through auditwheel's public ``auditwheel.policy.WheelPolicies`` (the only name that
 module exports) and freezes them into the :class:`Policies` here, so that wheelwright's analysis
 (:mod:`release.audit.abi.analysis`) grades a wheel against exactly the symbol versions, library

@@ -1,12 +1,12 @@
 """auditwheel's policies, read once per process and kept on disk once per auditwheel release. Effects.
 
 :func:`policies_of` is where the platform analysis (:mod:`release.audit.abi.analysis`) gets its
-:class:`~release.audit.abi.manylinux_policies.Policies`: from ``<cache>/auditwheel-policies/`` when a readable
+:class:`~release.audit.abi.manylinux.Policies`: from ``<cache>/auditwheel-policies/`` when a readable
 file of the installed auditwheel release is there (reading it takes 2 ms; importing auditwheel's
 policy stack about 0.1 s of CPU), else from auditwheel's public ``auditwheel.policy.WheelPolicies``,
 then written there for the next audit. What the file holds and how it is checked on the way back
-(:func:`~release.audit.abi.manylinux_policies.to_data`, :func:`~release.audit.abi.manylinux_policies.from_data`) is pure and
-lives with the policies in :mod:`release.audit.abi.manylinux_policies`; this module is the I/O around it:
+(:func:`~release.audit.abi.manylinux.to_data`, :func:`~release.audit.abi.manylinux.from_data`) is pure and
+lives with the policies in :mod:`release.audit.abi.manylinux`; this module is the I/O around it:
 
 * a file over :data:`CACHE_CAP`, or one that does not parse (corrupt, foreign, nested deep enough to
   exhaust the parser), is replaced, never trusted;
@@ -24,7 +24,7 @@ import json
 import os
 from pathlib import Path
 
-from release.audit.abi.manylinux_policies import PlatformPolicy, Policies, from_data, to_data
+from release.audit.abi.manylinux import PlatformPolicy, Policies, from_data, to_data
 
 __all__ = ["CACHE_CAP", "CACHE_FORMAT", "cache_file", "policies_of"]
 
