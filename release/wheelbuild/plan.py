@@ -202,9 +202,9 @@ def build_plan(
         env=env,
         prepare=(
             *prepare,
-            f"copy {project_dir} to {src_dir} (no build/, dist/, *.egg-info; the same folder for every "
-            f"build of the project's {row.variant} rows, under a lock: nvcc names anonymous namespaces "
-            "after the source's path)",
+            f"copy {project_dir} to {src_dir} (no build/, dist/, *.egg-info; the same folder on every "
+            f"machine and for every build of the project's {row.variant} rows, under a lock: nvcc names "
+            "anonymous namespaces after the source's path)",
         ),
         commands=(
             Command("compiling", wheel_cmd, "build"),
