@@ -111,7 +111,8 @@ def test_the_manifest_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
     made = mf.Manifest(PROJECT, "1.5.0", "0" * 64, None, ())
     path = mf.write(made, tmp_path / "new" / "dist")  # the folder is made
     assert path.read_text(encoding="utf-8") == made.text() and stat.S_IMODE(path.stat().st_mode) == 0o644
-    assert [p.name for p in path.parent.iterdir()] == [made.name]  # no temporary file left
+    # no temporary file left; the signature beside it (release.publish.signing)
+    assert sorted(p.name for p in path.parent.iterdir()) == [made.name, made.name + ".sig"]
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     with pytest.raises(
