@@ -10,7 +10,8 @@ ports, '/' and dot segments). What a string cannot show, publish checks by what 
   other are refused before anything is uploaded.
 - :func:`other_variant_files`: a variant's index that lists a file of this release whose local
   version label names another variant of the release (``+cu130`` on the cu132 index) is another
-  variant's index, or holds its files. Checked when the index is first read, and again
+  variant's index, or holds its files (:func:`unexpected_problems` says so for the plan's files
+  that are not audited for this index). Checked when the index is first read, and again
   (:func:`recheck_before_upload`) just before the variant's first upload, after the variants
   before it were published: an alias that slipped past every string check is caught there,
   before anything of this variant is written, naming the file and both variants.
@@ -100,6 +101,19 @@ def other_variant_files(
     return problems
 
 
+def unexpected_problems(
+    unexpected: Sequence[str], *, variant: str, variants: Collection[str], where: str
+) -> list[str]:
+    """The problems of the plan's unexpected files (of this release's version, not audited for
+    this index): another variant's file says ``one-index``, naming both variants; any other says
+    ``release-set``."""
+    releases = {r for name in unexpected if (r := release_of(name)) is not None}
+    foreign = other_variant_files(unexpected, releases, variant=variant, variants=variants, where=where)
+    named = {p.split(": ", 1)[0] for p in foreign}
+    rest = [name for name in unexpected if name not in named]
+    return foreign + PublishPlan((), (), (), tuple(rest)).problems()
+
+
 def recheck_before_upload(
     listing: Callable[[], Sequence[IndexFile]],
     local: Sequence[LocalWheel],
@@ -119,12 +133,9 @@ def recheck_before_upload(
             f"reading {where} again before its first upload failed: {exc}\nnothing of {variant} was "
             "uploaded; rerun when the index answers"
         ) from None
-    releases = {r for w in local if (r := release_of(w.filename)) is not None}
-    names = [f.filename for f in files]
-    problems = other_variant_files(names, releases, variant=variant, variants=variants, where=where)
-    if not problems:
-        now = plan_publish(local, {n: str(f.sha256) for n, f in by_name(files).items()})
-        problems = PublishPlan((), (), now.conflicts, now.unexpected).problems()
+    now = plan_publish(local, {n: str(f.sha256) for n, f in by_name(files).items()})
+    problems = [c.describe() for c in now.conflicts]
+    problems += unexpected_problems(now.unexpected, variant=variant, variants=variants, where=where)
     if problems:
         raise CheckFailed(
             f"refusing to upload to {where}: read again just before its first upload, the index holds "

@@ -36,7 +36,7 @@ from release.policy.targets import IndexTarget, Target
 from release.publish import seal
 from release.publish.conflicts import describe_conflict
 from release.publish.deadlines import Clock, Deadlines, deadlines_for, dies_with_parent
-from release.publish.identity import other_variant_files
+from release.publish.identity import unexpected_problems
 from release.publish.index_client import (
     Auth,
     IndexFile,
@@ -234,10 +234,6 @@ def prepare_publish(
     problems = listing_problems(listing, _releases(staged), local_folder=local_folder)
     if problems:
         raise _refuse(f"{header} the index's listing is wrong:", problems)
-    problems = other_variant_files((f.filename for f in listing), _releases(staged), variant=variant,
-                                   variants=target.indexes, where=red(index.simple_url))  # fmt: skip
-    if problems:
-        raise _refuse(f"{header} the index holds another variant's files of this release:", problems)
     files = by_name(listing)
     plan = plan_publish(staged, {n: str(f.sha256) for n, f in files.items()})
     if not plan.ok:
@@ -256,7 +252,8 @@ def prepare_publish(
             )
             for c in plan.conflicts
         ]
-        problems += PublishPlan((), (), (), plan.unexpected).problems()
+        problems += unexpected_problems(plan.unexpected, variant=variant, variants=target.indexes,
+                                        where=red(index.simple_url))  # fmt: skip
         raise _refuse(f"{header} the index disagrees:", problems)
     return PreparedPublish(
         target,

@@ -170,7 +170,8 @@ def test_conflict_and_stray_files_on_the_index_stop_before_any_upload(
     )
     assert other.name == wheels[1].name
     shutil.copy(other, index.folder("cu130") / other.name)  # same name, different bytes
-    stray = build_tiny_wheel(index.folder("cu130"), version="1.5.0+cu126")  # not this index's variant
+    stray = build_tiny_wheel(index.folder("cu130"), version="1.5.0+cu126")  # another variant's: one index?
+    unknown = build_tiny_wheel(index.folder("cu130"), version="1.5.0+cu999")  # of no variant of the release
     old = build_tiny_wheel(index.folder("cu130"), version="1.4.0+cu130")  # an earlier release: fine
     before = _index_state(index, "cu130")
 
@@ -184,8 +185,10 @@ def test_conflict_and_stray_files_on_the_index_stop_before_any_upload(
         in message
     )
     assert "truncated" not in message  # a whole other wheel, not a cut-short upload of ours
-    assert f"{stray.name}: on the index for this release's version" in message
+    assert f"{stray.name}: a cu126 file of this release is on the cu130 index" in message
+    assert f"{unknown.name}: on the index for this release's version" in message
     assert "[rule: one-name-one-file]" in message and "[rule: release-set]" in message
+    assert "[rule: one-index]" in message
     assert old.name not in message
     assert _index_state(index, "cu130") == before  # nothing uploaded
 
