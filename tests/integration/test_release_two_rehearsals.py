@@ -1,0 +1,67 @@
+"""Two `release --rehearsal` in one checkout, started a moment apart (issue 25 item 6, done when).
+
+The only test here that runs a whole rehearsal: the first one builds, audits, smoke-tests,
+publishes to the local index and checks what pip and uv install from it, exit 0. While it runs,
+a second one in the same checkout refuses at once (``--wait 0``) naming the first (pid and
+command line): dist/ is the first's for its whole run. A third, with a dist/ of its own in the
+same checkout, refuses too: the local index is the first's (its lease) until its last install
+check. Neither breaks the first's run. The cheaper tests of the same code paths, with real
+processes, are in test_publish_run_lock.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers_repo import commit_all, copy_example
+
+from release.core.machine import host_platform
+from release.publish import lock
+from release.publish.local_index import stop
+from release.publish.rows import LOCAL_INDEX_DIR
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.integration
+
+
+def test_a_second_rehearsal_in_one_checkout_refuses_naming_the_first_which_finishes(tmp_path: Path) -> None:
+    repo = commit_all(copy_example(tmp_path / "repo"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    row = f"cpu-py312-{host_platform()}"
+    args = [sys.executable, "-m", "release", "release", "--rehearsal", "--policy", str(repo / "rows.toml"),
+            "--backend", "host", row]  # fmt: skip
+    first = subprocess.Popen(
+        args, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and first.poll() is None:
+            holder = lock.read_holder(repo / "dist")
+            if holder is not None and holder.pid == first.pid:
+                break
+            time.sleep(0.05)
+        assert first.poll() is None, first.communicate()
+        same = subprocess.run([*args, "--wait", "0"], cwd=repo, env=env, capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+        assert same.returncode == 4, same.stdout + same.stderr
+        assert f"is in use by another wheelwright run: pid {first.pid} on " in same.stderr
+        assert f"`python -m release release --rehearsal --policy {repo / 'rows.toml'}" in same.stderr
+        apart = subprocess.run([*args, "--dist", str(tmp_path / "dist-b"), "--wait", "0"], cwd=repo, env=env,
+                               capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert apart.returncode == 4, apart.stdout + apart.stderr
+        assert "cannot use the local index" in apart.stderr and f"pid {first.pid} on " in apart.stderr
+        assert not list((tmp_path / "dist-b").glob("**/*.whl"))
+        out, err = first.communicate(timeout=900)
+        assert first.returncode == 0, out + err
+        assert "Published to the target's indexes" in out
+        assert "✗" not in out  # every install check passed
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate(timeout=60)
+        stop(repo / LOCAL_INDEX_DIR)
