@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -75,6 +76,29 @@ def test_an_aarch64_cuda_row_is_built_audited_smoked_under_emulation_and_publish
         assert f"✓ {tool}, --index-url {first}, aarch64: {tool} picks {wheel.name}" in proc.stdout, (
             proc.stdout
         )
+    # README's first screen shows what a rehearsal prints today
+    for pattern in _readme_install_block():
+        assert any(pattern.fullmatch(line) for line in proc.stdout.splitlines()), (
+            pattern.pattern,
+            proc.stdout,
+        )
     # on the local index, byte for byte the audited wheel
     manifest = json.loads((repo / "dist" / "tinyaxpy-0.3.0.release.json").read_text())
     assert wheel.name in json.dumps(manifest)
+
+
+def _readme_install_block() -> list[re.Pattern[str]]:
+    """The README's block of rehearsal output, each line a pattern (``<port>`` any port,
+    ``<the default index>`` any URL)."""
+    text = (ROOT / "README.md").read_text()
+    block = text[text.index("```text\nPublished to the target's indexes.") + len("```text\n") :]
+    lines = block[: block.index("```")].splitlines()
+    assert len(lines) >= 4, lines
+    return [
+        re.compile(
+            re.escape(line)
+            .replace(re.escape("<port>"), r"\d+")
+            .replace(re.escape("<the default index>"), r"\S+")
+        )
+        for line in lines
+    ]
