@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import overload
 
 from release.core import liveness
 from release.core.durations import seconds
@@ -147,24 +148,26 @@ def hold(
             _held[key][2] -= 1
         return
     waiter = _Waiter(key, what, wait_s, log)
-    dir_fd = waiter.take(key, os.O_RDONLY | os.O_DIRECTORY)
+    dir_fd = waiter.take(key, os.O_RDONLY | os.O_DIRECTORY, optional=True)
     try:
         file_fd = waiter.take(key / LOCK_NAME, os.O_RDWR | os.O_CREAT)
     except BaseException:
-        os.close(dir_fd)
+        if dir_fd is not None:
+            os.close(dir_fd)
         raise
     try:
         os.ftruncate(file_fd, 0)
         os.pwrite(file_fd, (json.dumps(dataclasses.asdict(holder), sort_keys=True) + "\n").encode(), 0)
-        _held[key] = [dir_fd, file_fd, 1]
+        _held[key] = [-1 if dir_fd is None else dir_fd, file_fd, 1]
         yield holder
     finally:
         _held.pop(key, None)
         with contextlib.suppress(OSError):
             os.ftruncate(file_fd, 0)  # a lock file names a holder only while it is held
         for fd in (file_fd, dir_fd):
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
 
 
 def _same_inode(fd: int, path: Path) -> bool:
@@ -191,15 +194,29 @@ class _Waiter:
         self.started = time.monotonic()
         self.said_at: float | None = None
 
-    def take(self, path: Path, flags: int) -> int:
-        """An open descriptor of ``path`` holding its lock, ``path`` checked to still name it."""
+    @overload
+    def take(self, path: Path, flags: int) -> int: ...
+    @overload
+    def take(self, path: Path, flags: int, *, optional: bool) -> int | None: ...
+
+    def take(self, path: Path, flags: int, *, optional: bool = False) -> int | None:
+        """An open descriptor of ``path`` holding its lock, ``path`` checked to still name it.
+        ``optional``: None where the filesystem cannot lock it (a folder on some network
+        filesystems: the lock file's lock alone then stands)."""
         while True:
             try:
                 fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
             except OSError as exc:
+                if optional:
+                    return None
                 raise StepFailed(f"cannot open {path} to lock {self.what}: {exc.strerror or exc}") from None
             try:
                 self._lock(fd)
+            except OSError:  # not "held by another": _lock waits those out
+                os.close(fd)
+                if optional:
+                    return None
+                raise
             except BaseException:
                 os.close(fd)
                 raise
