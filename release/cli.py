@@ -238,9 +238,20 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     from release.records import policy_sha256, row_matches_wheel, the_wheel
     from release.smoke.run import Timeouts, probe_timeout, smoke_pythons, smoke_step
 
-    policy, rows = rows_from_args(args)
+    if args.wheel and not args.rows:  # the wheel names its row: its label, Python tag and CPU arch
+        from release.policy.load import load_policy
+        from release.policy.matrix import expand
+        from release.records import row_for_wheel
+
+        policy = load_policy(args.policy)
+        rows: tuple[Row, ...] = (row_for_wheel(Path(args.wheel).name, expand(policy), policy_path=policy.path),)
+    else:
+        policy, rows = rows_from_args(args)
     if args.wheel and len(rows) != 1:
-        raise InputError(f"--wheel needs exactly one row, but the selection has {len(rows)}")
+        raise InputError(
+            f"--wheel needs exactly one row, but the selection has {len(rows)}: give the wheel's row id, "
+            "or no row at all (the wheel's file name names its row)"
+        )
     if args.unaudited and not args.wheel:
         raise InputError("--unaudited smokes one wheel file: give it with --wheel")
     timeouts = Timeouts(probe=probe_timeout(args.probe_timeout, os.environ))
@@ -377,7 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_dist(p)
     p.add_argument(
         "--wheel",
-        help="smoke this wheel file instead of the row's wheel in --dist (its passing audit record beside it)",
+        help="smoke this wheel file instead of the row's wheel in --dist (its passing audit record beside it); "
+        "without a ROW_GLOB its row is the one its file name names (variant label, Python tag, CPU arch)",
     )
     p.add_argument("--index-url", help="pip --index-url for the dependencies (default: pip's default index)")
     p.add_argument(

@@ -72,3 +72,25 @@ def test_unaudited_still_fails_a_failing_check(wheel: Path, tmp_path: Path) -> N
     assert said.returncode == 1, said.stdout + said.stderr
     assert f"FAIL smoke {ROW}" in said.stdout and "broken on purpose" in said.stdout
     assert _records(broken) == []
+
+
+def test_the_wheel_names_its_row_when_no_row_is_given(wheel: Path) -> None:
+    """Issue 24 item 5: no ROW_GLOB, the row is the one the file name names."""
+    ran = release(wheel.parent, "smoke", "--unaudited", "--wheel", str(wheel))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert f"PASS smoke {ROW}: {wheel.name}" in ran.stdout
+
+
+def test_a_wheel_no_row_claims_is_refused_naming_the_rows(wheel: Path, tmp_path: Path) -> None:
+    stray = tmp_path / wheel.name.replace("cp312-cp312", "cp39-cp39")
+    stray.write_bytes(wheel.read_bytes())
+    said = release(wheel.parent, "smoke", "--unaudited", "--wheel", str(stray))
+    assert said.returncode == 2, said.stdout + said.stderr
+    assert (
+        f"{stray.name}: no row of " in said.stderr
+        and "is variant cpu for the wheel's Python and CPU arch" in said.stderr
+    )
+    many = release(wheel.parent, "smoke", "--unaudited", "--wheel", str(wheel), "cpu-*")
+    assert many.returncode == 2, many.stdout + many.stderr
+    assert "--wheel needs exactly one row, but the selection has" in many.stderr
+    assert "or no row at all (the wheel's file name names its row)" in many.stderr
