@@ -14,6 +14,7 @@ from release.audit.reading.identity import (
     check_identity,
     dist_info_dirs,
     identity_problems,
+    identity_split,
     member_kind,
     read_record,
 )
@@ -176,3 +177,38 @@ def test_record_size_and_line_limits(tmp_path: Path) -> None:
     with pytest.raises(LimitExceeded, match="RECORD has 1,001 lines, over the limit of 10"):
         _record(tmp_path, "a,,\n" * 1000, Limits(record_lines=10))
     assert _record(tmp_path, "a,,\n" * 10, Limits(record_lines=10)) == {}
+
+
+@pytest.mark.parametrize(
+    ("dist_infos", "metadata", "wheel", "refused", "tolerated"),
+    [
+        # what pip installs anyway: a finding (a verdict), not bad input
+        (["pkg-1.0.dist-info"], META, WHEEL.replace(TAG, "cp312-cp312-linux_x86_64"), "", "lists the tags"),
+        (["pkg-1.0.dist-info"], META, WHEEL + "Build: 7\n", "", "says Build: 7"),
+        (["pkg-2.0.dist-info"], META, WHEEL, "", "says version 2.0"),
+        (
+            ["pkg-1.0.dist-info"],
+            META,
+            WHEEL.replace("Root-Is-Purelib: false\n", ""),
+            "",
+            "no Root-Is-Purelib",
+        ),
+        # what pip refuses: bad input
+        (["pkg-1.0.dist-info"], META.replace("Name: pkg", "Name: other"), WHEEL, "says Name: other", ""),
+        (
+            ["pkg-1.0.dist-info"],
+            META,
+            WHEEL.replace("Wheel-Version: 1.0", "Wheel-Version: 2.0"),
+            "Wheel-Version",
+            "",
+        ),
+        (["pkg-1.0.dist-info"], None, WHEEL, "METADATA is missing", ""),
+        (["pkg-1.0.dist-info", "x-1.0.dist-info"], META, WHEEL, "2 .dist-info directories", ""),
+    ],
+)
+def test_identity_split_pip_refuses_or_installs_anyway(
+    dist_infos: list[str], metadata: str | None, wheel: str, refused: str, tolerated: str
+) -> None:
+    got_refused, got_tolerated = identity_split(NAME, dist_infos, metadata, wheel)
+    assert bool(got_refused) == bool(refused) and bool(got_tolerated) == bool(tolerated)
+    assert all(refused in p for p in got_refused) and all(tolerated in p for p in got_tolerated)

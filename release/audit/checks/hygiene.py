@@ -1,5 +1,8 @@
 """Check ``hygiene``: what any wheel is held to, CUDA or not.
 
+* The wheel's identity agrees with itself where pip would install it anyway: WHEEL's ``Tag``
+  and ``Build`` lines and the ``.dist-info`` folder's version against the file name
+  (:func:`release.audit.reading.identity.read_identity`; what pip refuses is bad input).
 * The archive is safe: no name escaping the wheel (absolute, ``..``), no symlink or
   special file, no name twice, no corrupt member (see :mod:`release.audit.reading.archive`).
 * RECORD lists every file with its sha256 and size, and every hash matches the bytes
@@ -28,6 +31,7 @@ from packaging.utils import parse_wheel_filename
 from release.audit.checks.loader import search_dirs, search_path
 from release.audit.checks.owners import grafted_findings, owner_findings
 from release.audit.model import AbiReport, Check, Contents, Expectation, Finding, Member, fail, ok
+from release.audit.reading.identity import read_identity
 from release.audit.reading.limits import first_few
 from release.policy.versions import python_tag_matches
 from release.runpath import installed_dir, origin_entry
@@ -37,6 +41,7 @@ __all__ = [
     "build_path_findings",
     "check",
     "grafted_findings",
+    "identity_findings",
     "owner_findings",
     "platform_findings",
     "record_findings",
@@ -361,9 +366,18 @@ def size_findings(contents: Contents, expectation: Expectation) -> list[Finding]
     return [ok(CHECK, f"the wheel is {mib:.1f} MiB, within the index's limit of {limit} MiB")]
 
 
+def identity_findings(contents: Contents) -> list[Finding]:
+    """What disagrees in the wheel's identity that pip installs anyway (WHEEL's tags or build tag
+    against the file name, the .dist-info folder's version): failures, so the wheel still gets a
+    verdict; what pip refuses never gets here (the reader raised bad input)."""
+    _refused, tolerated = read_identity(contents.wheel)
+    return [fail(CHECK, f"{problem} (pip installs it anyway)") for problem in tolerated]
+
+
 def check(contents: Contents, expectation: Expectation) -> list[Finding]:
     return (
-        archive_findings(contents)
+        identity_findings(contents)
+        + archive_findings(contents)
         + record_findings(contents)
         + owner_findings(contents)
         + grafted_findings(contents)

@@ -11,10 +11,13 @@ reads the wheel the same way, so it audits what would be installed:
   (the wheel reader refuses such a member: bad input);
 * :func:`read_record`: RECORD read once, bounded, refused when readers would split
   it differently or cannot read it;
-* :func:`identity_problems` (pure) and :func:`check_identity`: file name, the one
-  ``.dist-info`` directory, METADATA ``Name``/``Version`` and WHEEL ``Wheel-Version``,
-  ``Tag`` and ``Build`` lines must agree; otherwise bad input (exit 2) naming each
-  disagreement.
+* :func:`identity_split` (pure), :func:`read_identity` and :func:`check_identity`: file name,
+  the one ``.dist-info`` directory, METADATA ``Name``/``Version`` and WHEEL ``Wheel-Version``,
+  ``Tag`` and ``Build`` lines must agree. What pip refuses (no or two ``.dist-info``, another
+  distribution's, METADATA naming another name or version, no WHEEL, a Wheel-Version not 1.x)
+  is bad input (exit 2); what pip installs anyway (WHEEL's tags or build tag, the
+  ``.dist-info`` folder's version, Root-Is-Purelib) is a failing finding of the hygiene check,
+  so the wheel still gets a verdict.
 """
 
 from __future__ import annotations
@@ -47,7 +50,9 @@ __all__ = [
     "dist_info_dirs",
     "dist_info_for",
     "identity_problems",
+    "identity_split",
     "member_kind",
+    "read_identity",
     "read_record",
     "safe_member_name",
     "unix_mode",
@@ -200,34 +205,41 @@ def _one(
     return None
 
 
-def _wheel_problems(wheel_text: str | None, where: str, tags: frozenset[Tag], build: str) -> list[str]:
+def _wheel_problems(
+    wheel_text: str | None, where: str, tags: frozenset[Tag], build: str
+) -> tuple[list[str], list[str]]:
+    """What is wrong with the WHEEL file: (what pip refuses, what pip installs anyway)."""
     if wheel_text is None:
-        return [f"{where} is missing: pip refuses a wheel without it"]
+        return [f"{where} is missing: pip refuses a wheel without it"], []
     fields = _headers(wheel_text)
     problems: list[str] = []
+    tolerated: list[str] = []
     wheel_version = _one(fields, "Wheel-Version", where, problems, " (pip refuses it)")
     if wheel_version is not None and not re.fullmatch(r"1\.\d+", wheel_version):
         problems.append(f"{where} says Wheel-Version: {wheel_version}; installers read only 1.x")
-    _one(fields, "Root-Is-Purelib", where, problems)
+    _one(fields, "Root-Is-Purelib", where, tolerated, " (pip reads a missing one as false)")
     listed: set[Tag] = set()
+    bad_line = False
     for line in fields.get("tag", []):
         parts = line.split("-")
         if len(parts) != 3 or not all(parts):
-            problems.append(f"{where} has a Tag line {line!r} that is not interpreter-abi-platform")
+            tolerated.append(f"{where} has a Tag line {line!r} that is not interpreter-abi-platform")
+            bad_line = True
             continue
         listed.add(Tag(*parts))
-    if not problems and listed != tags:
-        problems.append(
+    if not bad_line and listed != tags:
+        tolerated.append(
             f"{where} lists the tags {sorted(map(str, listed)) or 'none'} but the file name says "
-            f"{sorted(map(str, tags))}; tools reading one or the other disagree on where it installs"
+            f"{sorted(map(str, tags))}; pip installs by the file name's tags, while tools that read WHEEL "
+            "(auditwheel, repair and retagging tools) go by these: they disagree on where it installs"
         )
     wheel_build = fields.get("build", [])
     if wheel_build != ([build] if build else []):
-        problems.append(
+        tolerated.append(
             f"{where} says Build: {', '.join(wheel_build) or '(none)'} but the file name's build tag is "
-            f"{build or '(none)'}"
+            f"{build or '(none)'}; pip goes by the file name"
         )
-    return problems
+    return problems, tolerated
 
 
 def _metadata_problems(metadata: str | None, where: str, name: str, version: Version) -> list[str]:
@@ -258,50 +270,62 @@ def _metadata_problems(metadata: str | None, where: str, name: str, version: Ver
     return problems
 
 
-def identity_problems(
+def identity_split(
     filename: str,
     dist_infos: Sequence[str],
     metadata: str | None,
     wheel_text: str | None,
-) -> list[str]:
+) -> tuple[list[str], list[str]]:
     """What disagrees between a wheel's file name, its ``.dist-info`` directories, its METADATA and
-    its WHEEL file (empty: one identity). Pure: the caller reads the files."""
+    its WHEEL file, split in two: what pip refuses to install (bad input: exit 2) and what pip
+    installs anyway (the audit's findings: a verdict). Pure: the caller reads the files."""
     try:
         name, version, build, tags = parse_wheel_filename(filename)
     except InvalidWheelFilename as exc:
-        return [f"not a wheel file name: {exc}"]
+        return [f"not a wheel file name: {exc}"], []
     if not dist_infos:
-        return ["has no .dist-info directory: pip refuses it (not an installable wheel)"]
+        return ["has no .dist-info directory: pip refuses it (not an installable wheel)"], []
     if len(dist_infos) > 1:
         return [
             f"has {len(dist_infos):,} .dist-info directories ({first_few(list(dist_infos))}): pip refuses a "
             "wheel with more than one, and tools reading the first would read another distribution"
-        ]
+        ], []
     dist_info = dist_infos[0]
-    problems: list[str] = []
+    tolerated: list[str] = []
     stem = dist_info.removesuffix(".dist-info")
     di_name, sep, di_version = stem.rpartition("-")
     if not sep or canonicalize_name(di_name) != name:
         return [
             f"its only .dist-info directory, {dist_info}, belongs to another distribution than the file "
             f"name's {name}: pip refuses it"
-        ]
+        ], []
     try:
         if Version(di_version) != version:
-            problems.append(
+            tolerated.append(
                 f"{dist_info} says version {di_version} but the file name says {version}: installers would "
                 f"record version {di_version}"
             )
     except InvalidVersion:
-        problems.append(f"{dist_info}: {di_version!r} is not a valid version")
-    problems += _metadata_problems(metadata, f"{dist_info}/METADATA", name, version)
+        tolerated.append(f"{dist_info}: {di_version!r} is not a valid version")
+    refused = _metadata_problems(metadata, f"{dist_info}/METADATA", name, version)
     build_tag = f"{build[0]}{build[1]}" if build else ""
-    problems += _wheel_problems(wheel_text, f"{dist_info}/WHEEL", tags, build_tag)
-    return problems
+    wheel_refused, wheel_tolerated = _wheel_problems(wheel_text, f"{dist_info}/WHEEL", tags, build_tag)
+    return refused + wheel_refused, tolerated + wheel_tolerated
 
 
-def check_identity(wheel: WheelFile) -> None:
-    """Raise :class:`InputError` (exit 2) naming every disagreement in the wheel's identity."""
+def identity_problems(
+    filename: str,
+    dist_infos: Sequence[str],
+    metadata: str | None,
+    wheel_text: str | None,
+) -> list[str]:
+    """Every disagreement :func:`identity_split` finds, refused or tolerated (empty: one identity)."""
+    refused, tolerated = identity_split(filename, dist_infos, metadata, wheel_text)
+    return refused + tolerated
+
+
+def read_identity(wheel: WheelFile) -> tuple[list[str], list[str]]:
+    """:func:`identity_split` of an unpacked wheel: (what pip refuses, what pip installs anyway)."""
     dirs = dist_info_dirs([m.name for m in wheel.members])
     wheel_text: str | None = None
     if len(dirs) == 1:
@@ -309,6 +333,13 @@ def check_identity(wheel: WheelFile) -> None:
         if member is not None and member.path is not None:
             wheel_text = member.path.read_text(encoding="utf-8", errors="replace")
     metadata = wheel.metadata if wheel.dist_info in dirs else None
-    problems = identity_problems(wheel.filename, dirs, metadata, wheel_text)
-    if problems:
-        raise InputError(f"{wheel.filename}: " + "; ".join(problems))
+    return identity_split(wheel.filename, dirs, metadata, wheel_text)
+
+
+def check_identity(wheel: WheelFile) -> None:
+    """Raise :class:`InputError` (exit 2) naming every disagreement in the wheel's identity that
+    pip refuses to install; what pip installs anyway is the hygiene check's to report
+    (:func:`read_identity`)."""
+    refused, _tolerated = read_identity(wheel)
+    if refused:
+        raise InputError(f"{wheel.filename}: " + "; ".join(refused))
