@@ -78,6 +78,16 @@ def add_release_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401 - a
     return p
 
 
+def _own_output(repo: Path, entry: str, dist: Path) -> bool:
+    """True for what wheelwright itself writes, not a source: ``dist`` (this run's lock file is in it
+    before the tree is checked: the run holds it from the start) and ``.wheelwright/`` (the local
+    index, its leases)."""
+    path = (repo / entry.rstrip("/")).resolve()
+    return any(
+        path == own or path.is_relative_to(own) for own in (dist.resolve(), (repo / ".wheelwright").resolve())
+    )
+
+
 def cmd_release(args: argparse.Namespace) -> int:
     from release.pipeline import exit_code, git_dirty, run_release
     from release.publish.rows import check_selection, publish_rows
@@ -106,7 +116,10 @@ def cmd_release(args: argparse.Namespace) -> int:
     check_selection(policy, target, rows)
     if args.rehearsal and args.target and not policy.target(args.target).rehearsal:
         raise InputError(f"--rehearsal publishes only to a rehearsal target; {args.target!r} is not one")
-    dirty = [] if args.allow_dirty else git_dirty(Path(policy.path).resolve().parent)
+    repo = Path(policy.path).resolve().parent
+    dirty = (
+        [] if args.allow_dirty else [p for p in git_dirty(repo) if not _own_output(repo, p, Path(args.dist))]
+    )
     if dirty:
         shown = ", ".join(dirty[:5]) + (" ..." if len(dirty) > 5 else "")
         raise InputError(

@@ -4,9 +4,9 @@ lock from its first step to its last, taken here, in the command layer.
 ``release`` holds dist/'s lock (:func:`release.publish.lock.hold`) from the first build to the
 last install check; ``build``, ``audit`` (of a row's wheel, or of a wheel in dist/), ``smoke`` and
 ``publish`` hold it for theirs. A ``release`` or ``publish`` to a local-server target (a
-rehearsal) also holds a lease on the local index (:mod:`release.publish.index_lease`) for the
-whole run, so no other run stops or empties that index while this one publishes to it or
-checks what installs from it. The publish step inside takes the same lock again (re-entrant in
+rehearsal) also holds a lease on the local index (:mod:`release.publish.index_lease`) from its
+publish step to the end of the run (the run scope opened here), so no other run stops or
+empties that index while this one publishes to it or checks what installs from it. The publish step inside takes the same lock again (re-entrant in
 one process). A second run waits up to ``--wait SECONDS`` (default ``WHEELWRIGHT_LOCK_WAIT_S``,
 else 10 s), saying so, then refuses naming the first run's pid and command line (exit 4).
 """
@@ -57,27 +57,10 @@ def _under(path: Path, folder: Path) -> bool:
     return path.resolve().is_relative_to(folder.resolve())
 
 
-def _local_index_root(args: argparse.Namespace) -> Path | None:
-    """The local index's root when this run publishes to a local-server target, else None."""
-    if args.command not in ("release", "publish") or getattr(args, "no_publish", False):
-        return None
-    name = args.target or ("rehearsal" if getattr(args, "rehearsal", False) else None)
-    if name is None:
-        return None
-    from release.core.errors import InputError
-    from release.policy.load import load_policy
-    from release.publish.rows import LOCAL_INDEX_DIR
-
-    try:
-        target = load_policy(args.policy).target(name)
-    except InputError:
-        return None  # the command itself says what is wrong with the policy or the name
-    return LOCAL_INDEX_DIR if target.local_server else None
-
-
 @contextlib.contextmanager
 def command_lock(args: argparse.Namespace) -> Iterator[None]:
-    """Hold what the command's whole run needs: dist/'s lock, and a rehearsal's lease on the local index."""
+    """Hold what the command's whole run needs: dist/'s lock, and the scope a rehearsal's lease on
+    the local index lasts for (claimed by its publish step)."""
     dist = locked_dist(args)
     if dist is None:
         yield
@@ -86,10 +69,5 @@ def command_lock(args: argparse.Namespace) -> Iterator[None]:
 
     given = getattr(args, "wait", None)
     wait_s = lock.wait_from_env(os.environ) if given is None else given
-    with lock.hold(dist, what="dist/", wait_s=wait_s, log=log.info):
-        root = _local_index_root(args)
-        if root is None:
-            yield
-            return
-        with index_lease.lease(root, wait_s=wait_s, log=log.info):
-            yield
+    with lock.hold(dist, what="dist/", wait_s=wait_s, log=log.info), index_lease.run_scope(wait_s=wait_s):
+        yield

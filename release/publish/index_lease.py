@@ -2,15 +2,19 @@
 
 A rehearsal starts the local index (:mod:`release.publish.local_index`), empties it, publishes
 to it and then checks what pip and uv install from it. A second run in the same folder must
-not stop or empty it in between. Each run that uses the index holds a **lease** for its whole
-run: a file ``<root>/leases/<pid>-t<start ticks>.json`` naming the run (pid, /proc start time,
-command line, start), written under the index root's lock (:mod:`release.publish.lock`) only
+not stop or empty it in between. Each run that uses the index holds a **lease** from its
+first use to the end of the run: a file ``<root>/leases/<pid>-t<start ticks>.json`` naming the
+run (pid, /proc start time, command line, start), written under the index root's lock (:mod:`release.publish.lock`) only
 when no other run's lease is live, and removed when the run ends. A lease is live while its
 process is (:func:`release.core.liveness.same_process`: the pid alive *and* started when the
 lease says), so one left by a ``kill -9`` is swept by the next reader, never believed.
 
-- :func:`lease` (context manager): take this run's lease; while another run's is live, wait up
-  to ``wait_s`` (saying so), then refuse (StepFailed, exit 4, ``[rule: one-run]``) naming it.
+- :func:`claim`: take this run's lease (a publish to a local-server target does, before it
+  touches the index); while another run's is live, wait up to ``wait_s`` (saying so), then
+  refuse (StepFailed, exit 4, ``[rule: one-run]``) naming it. The lease lasts until the run's
+  :func:`run_scope` ends (the command layer opens one around ``release`` and ``publish``: the
+  install checks after the publish are covered), else until the process exits.
+- :func:`lease` (context manager): claim and give back around a block.
 - :func:`in_use_problem`: what stops a stop or an emptying of the index now (another run's live
   lease), in words; None when nothing does. Called under the index root's lock by whatever
   stops or empties the index (a rehearsal's fresh start, ``index_server stop``).
@@ -21,6 +25,7 @@ nothing here stops it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import json
@@ -34,7 +39,8 @@ from release.core.errors import StepFailed
 from release.publish import lock
 
 LEASES_DIR = "leases"
-_mine: dict[Path, int] = {}  # root -> depth: this process's leases (re-entrant)
+_claimed: dict[Path, Path] = {}  # index root -> this process's lease file there
+_scope_wait: list[float] = []  # the --wait of each open run_scope, innermost last
 
 
 def _lease_file(root: Path, holder: lock.Holder) -> Path:
@@ -80,29 +86,24 @@ def in_use_problem(root: Path, doing: str, *, waited: str = "") -> str | None:
     )
 
 
-@contextlib.contextmanager
-def lease(
-    root: Path,
-    *,
-    wait_s: float,
-    log: Callable[[str], None] | None = None,
-    command: str | None = None,
-) -> Iterator[lock.Holder]:
-    """Hold this run's lease on the local index under ``root`` for the ``with`` block."""
+def claim(root: Path, *, wait_s: float | None = None, log: Callable[[str], None] | None = None) -> Path:
+    """Take this run's lease on the local index under ``root`` unless it holds one; it lasts until
+    the run's :func:`run_scope` ends (else until :func:`release_claims` or the process's exit).
+
+    While another run's lease is live this waits up to ``wait_s`` (default: the run scope's, else
+    :func:`release.publish.lock.wait_from_env`), saying so, then refuses (StepFailed) naming it.
+    """
     key = root.resolve() if root.exists() else root.absolute()
-    me = lock.me(command)
-    if key in _mine:
-        _mine[key] += 1
-        try:
-            yield me
-        finally:
-            _mine[key] -= 1
-        return
+    if key in _claimed:
+        return _claimed[key]
+    if wait_s is None:
+        wait_s = _scope_wait[-1] if _scope_wait else lock.wait_from_env(os.environ)
+    me = lock.me()
     path = _lease_file(key, me)
     start, said = time.monotonic(), False
     while True:
         left = max(0.0, wait_s - (time.monotonic() - start))
-        with lock.hold(key, what="the local index", command=command, wait_s=left, log=log):
+        with lock.hold(key, what="the local index", wait_s=left, log=log):
             waited = f"; this run waited {wait_s:g} s (--wait, {lock.WAIT_ENV}) and changed nothing"
             problem = in_use_problem(key, "use the local index", waited=waited)
             if problem is None:
@@ -110,16 +111,42 @@ def lease(
                 tmp = path.with_suffix(".tmp")
                 tmp.write_text(json.dumps(dataclasses.asdict(me), sort_keys=True) + "\n", encoding="utf-8")
                 tmp.replace(path)
-                break
+                _claimed[key] = path
+                return path
         if time.monotonic() - start >= wait_s:
             raise StepFailed(problem)
         if log is not None and not said:
             log(f"waiting up to {wait_s:g} s for the local index ({key}): {problem.split('. Wait')[0]}")
             said = True
         time.sleep(lock.POLL_S * 5)
-    _mine[key] = 1
-    try:
-        yield me
-    finally:
-        _mine.pop(key, None)
+
+
+def release_claims() -> None:
+    """Give up every lease this process claimed."""
+    while _claimed:
+        _key, path = _claimed.popitem()
         path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def run_scope(*, wait_s: float | None = None) -> Iterator[None]:
+    """One run: the leases claimed inside (by a publish to a local-server target) last until it
+    ends, so the run's install checks after the publish are covered too. ``wait_s``: how long a
+    claim inside waits for another run's lease (``--wait``)."""
+    _scope_wait.append(lock.wait_from_env(os.environ) if wait_s is None else wait_s)
+    try:
+        yield
+    finally:
+        _scope_wait.pop()
+        if not _scope_wait:
+            release_claims()
+
+
+@contextlib.contextmanager
+def lease(root: Path, *, wait_s: float, log: Callable[[str], None] | None = None) -> Iterator[Path]:
+    """Hold this run's lease on the local index under ``root`` for the ``with`` block."""
+    with run_scope(wait_s=wait_s):
+        yield claim(root, log=log)
+
+
+atexit.register(release_claims)

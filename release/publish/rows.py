@@ -29,7 +29,7 @@ from release.core.hashing import sha256_file
 from release.policy.matrix import Row, expand
 from release.policy.model import Policy
 from release.policy.targets import Target
-from release.publish import lock
+from release.publish import index_lease, lock
 from release.publish import manifest as mf
 from release.publish.deadlines import Deadlines
 from release.publish.identity import recheck_before_upload, shared_storage_problems, storage_of
@@ -258,6 +258,8 @@ def publish_rows(
         )
     check_selection(policy, target_name, rows)
     psha = policy_sha256(policy)
+    if pt.local_server:  # no other run stops or empties the index from here to the end of this run
+        index_lease.claim(LOCAL_INDEX_DIR, log=say)
     with publish_session(dist, env=env, log=say) as session:
         ready, problems = check_ready(rows, dist, policy_sha256=psha)
         if problems:

@@ -3,9 +3,9 @@
 The only test here that runs a whole rehearsal: the first one builds, audits, smoke-tests,
 publishes to the local index and checks what pip and uv install from it, exit 0. While it runs,
 a second one in the same checkout refuses at once (``--wait 0``) naming the first (pid and
-command line): dist/ is the first's for its whole run. A third, with a dist/ of its own in the
-same checkout, refuses too: the local index is the first's (its lease) until its last install
-check. Neither breaks the first's run. The cheaper tests of the same code paths, with real
+command line): dist/ is the first's for its whole run. Once the first publishes, stopping the
+local index and a publish (`python -m release publish`) from a dist/ of its own in the same checkout refuse too, naming it: the
+local index is the first's (its lease) until its last install check. Neither breaks the first's run. The cheaper tests of the same code paths, with real
 processes, are in test_publish_run_lock.py.
 """
 
@@ -51,11 +51,28 @@ def test_a_second_rehearsal_in_one_checkout_refuses_naming_the_first_which_finis
         assert same.returncode == 4, same.stdout + same.stderr
         assert f"is in use by another wheelwright run: pid {first.pid} on " in same.stderr
         assert f"`python -m release release --rehearsal --policy {repo / 'rows.toml'}" in same.stderr
-        apart = subprocess.run([*args, "--dist", str(tmp_path / "dist-b"), "--wait", "0"], cwd=repo, env=env,
-                               capture_output=True, text=True, timeout=120)  # fmt: skip
+        # the first publishes: from its first use of the local index to its last install check it
+        # holds a lease there, and neither a stop nor another run's publish may touch the index
+        leases = repo / LOCAL_INDEX_DIR / "leases"
+        while time.monotonic() < deadline + 600 and first.poll() is None:
+            if any(p.name.startswith(f"{first.pid}-") for p in leases.glob("*.json")):
+                break
+            time.sleep(0.05)
+        stopping = subprocess.run(
+            [sys.executable, "-m", "release.publish.index_server", "stop", "--root", str(repo / LOCAL_INDEX_DIR)],
+            cwd=repo, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        publish = [sys.executable, "-m", "release", "publish", "--target", "rehearsal", "--policy",
+                   str(repo / "rows.toml"), "--dist", str(tmp_path / "dist-b"), "--wait", "0", row]  # fmt: skip
+        apart = subprocess.run(publish, cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+        assert first.poll() is None, "the first rehearsal ended before the others asked: nothing was tested"
+        assert stopping.returncode == 4, stopping.stderr
+        assert (
+            f"cannot stop the local index ({repo / LOCAL_INDEX_DIR}): another wheelwright run is using it: pid {first.pid} on "
+            in stopping.stderr
+        )
         assert apart.returncode == 4, apart.stdout + apart.stderr
         assert "cannot use the local index" in apart.stderr and f"pid {first.pid} on " in apart.stderr
-        assert not list((tmp_path / "dist-b").glob("**/*.whl"))
         out, err = first.communicate(timeout=900)
         assert first.returncode == 0, out + err
         assert "Published to the target's indexes" in out
