@@ -244,7 +244,9 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         from release.records import row_for_wheel
 
         policy = load_policy(args.policy)
-        rows: tuple[Row, ...] = (row_for_wheel(Path(args.wheel).name, expand(policy), policy_path=policy.path),)
+        rows: tuple[Row, ...] = (
+            row_for_wheel(Path(args.wheel).name, expand(policy), policy_path=policy.path),
+        )
     else:
         policy, rows = rows_from_args(args)
     if args.wheel and len(rows) != 1:
@@ -461,9 +463,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from release.audit.cli import add_audit_parser
     from release.publish.verify_cli import add_verify_parser
+    from release.trains_cli import add_trains_parser
 
     add_audit_parser(sub)
     add_verify_parser(sub)
+    add_trains_parser(sub)
     _add_verbosity(parser, default=log.NORMAL)
     for name, command in sub.choices.items():
         _add_verbosity(command, default=argparse.SUPPRESS)

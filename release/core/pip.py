@@ -1,7 +1,9 @@
-"""pip as wheelwright runs it: no pip configuration of this machine, exact pins, bounded time."""
+"""pip as wheelwright runs it: installs with no pip configuration of this machine, exact pins, bounded
+time; one question asked with that configuration (which versions its index offers)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -54,3 +56,32 @@ def platform_tags(manylinux: str, arch: str) -> tuple[str, ...]:
         raise ValueError(f"{manylinux!r} is not a manylinux_2_X policy with X >= 17")
     tags = [f"manylinux_2_{m}_{arch}" for m in range(int(minor), 16, -1)]
     return (*tags, f"manylinux2014_{arch}", f"linux_{arch}")
+
+
+INDEX_TIMEOUT_S = 180.0  # one `pip index versions`: pip's own retries on a slow or absent network
+
+
+def index_versions(
+    name: str, *, env: Mapping[str, str], python: str | None = None
+) -> tuple[tuple[str, ...] | None, str]:
+    """The versions of ``name`` the index pip is configured for offers (``pip index versions --json``).
+
+    Unlike an install, this asks with the machine's own pip configuration (its index, extra
+    indexes and find-links folders): the question is what this machine's pip would find. Returns
+    (versions newest first, pip's stderr), or (None, pip's stderr) when pip finds none (no such
+    package there, or no index reached: pip says which only in its warnings).
+    """
+    result = proc.run(
+        [python or sys.executable, "-m", "pip", "index", "versions", "--json", name],
+        env={**env, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"},
+        check=False,
+        timeout=INDEX_TIMEOUT_S,
+        step=f"asking pip's index for the versions of {name}",
+    )
+    if result.returncode != 0:
+        return None, result.stderr
+    try:
+        versions = json.loads(result.stdout)["versions"]
+    except (ValueError, KeyError, TypeError):
+        return None, f"pip printed no versions list: {result.stdout[-500:]}\n{result.stderr}"
+    return tuple(str(v) for v in versions), result.stderr
