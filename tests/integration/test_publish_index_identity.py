@@ -15,14 +15,17 @@ from pathlib import Path
 
 import pytest
 from conftest_index import PROJECT, publish_policy, release_wheel, write_smoke_record
+from helpers_policy import stub_project
 
 from release.core.errors import CheckFailed, PolicyError
+from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
 from release.policy.model import Policy
 from release.publish.index_client import remote_hashes
 from release.publish.local_index import LocalIndex, local_index, stop
 from release.publish.rows import LOCAL_INDEX_DIR, publish_rows
 
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 
@@ -85,6 +88,38 @@ def test_one_index_under_two_spellings_is_refused_at_load(tmp_path: Path, index:
     # the case that passes: each variant on its own path of the one server
     own = _target("loopback", (index.upload_url("cpu"), index.simple_url("cpu")), (index.upload_url("cu130"), index.simple_url("cu130")))  # fmt: skip
     assert publish_policy(tmp_path / "policy", targets=own, pythons=("3.12",)).target("loopback")
+
+
+def test_the_issues_cu130_and_cu132_on_one_index_are_refused_at_load(
+    tmp_path: Path, index: LocalIndex
+) -> None:
+    # this repository's rows.toml (cpu, cu126, cu130, cu132), a rehearsal target on the real server:
+    # cu130 at http://127.0.0.1:PORT/cu130/ and cu132 at http://localhost:PORT/cu130/
+    port = index.port
+    urls = {
+        v: (f"http://127.0.0.1:{port}/{v}/", f"http://127.0.0.1:{port}/{v}/simple/")
+        for v in ("cpu", "cu126", "cu130")
+    }
+    urls["cu132"] = (f"http://localhost:{port}/cu130/", f"http://localhost:{port}/cu130/simple/")
+    text = (
+        (REPO / "rows.toml").read_text(encoding="utf-8")
+        + "\n[target.aliased]\nrehearsal = true\n"
+        + "".join(f'index.{v} = {{ upload_url = "{u}", simple_url = "{s}" }}\n' for v, (u, s) in urls.items())
+    )
+    path = tmp_path / "rows.toml"
+    path.write_text(text, encoding="utf-8")
+    stub_project(tmp_path, "examples/tinyaxpy")
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    assert str(info.value).startswith(
+        f"{path}: target.aliased.index.cu132.upload_url: is the same index as index.cu130.upload_url ("
+    )
+    assert "give index.cu132 an upload_url and simple_url of its own" in str(info.value)
+    urls["cu132"] = (f"http://localhost:{port}/cu132/", f"http://localhost:{port}/cu132/simple/")
+    path.write_text(text.replace(f"localhost:{port}/cu130/", f"localhost:{port}/cu132/"), encoding="utf-8")
+    assert (
+        load_policy(path).target("aliased").indexes["cu132"].upload_url == urls["cu132"][0]
+    )  # its own: passes
 
 
 def test_a_listing_holding_another_variants_file_is_refused_before_any_upload(
