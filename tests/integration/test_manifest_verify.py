@@ -5,6 +5,7 @@ the index's copy of the manifest is not the manifest."""
 
 from __future__ import annotations
 
+import shutil
 import stat
 import subprocess
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from release.core.hashing import sha256_file
 from release.policy.model import Policy
 from release.policy.targets import IndexTarget
 from release.publish import manifest as mf
+from release.publish import signing
 from release.publish.index_client import download, remote_hashes
 from release.publish.local_index import LocalIndex, attach, stop
 from release.publish.plan import Credentials, read_auth
@@ -275,3 +277,28 @@ def test_verify_fails_on_a_name_listed_twice(
             f"uv the first (sha256 {sha256_file(other)}), pip the last (sha256 {sha256_file(wheel)})" in out
         )
         assert f"keep {rehearsed.index.folder('cu130') / wheel.name}, remove the other copies" in out
+
+
+def test_publish_signs_the_manifest_and_verify_refuses_an_edited_one_before_reading_an_index(
+    rehearsed: Rehearsed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25 item 7 through a real publish: the manifest's signature is in dist/ and served beside
+    the wheels; a copy whose digest was edited after signing is refused naming it and the rule."""
+    path = rehearsed.dist / f"{PROJECT}-1.5.0{mf.SUFFIX}"
+    sig = signing.signature_path(path)
+    for variant in ("cpu", "cu130"):
+        chunks: list[bytes] = []
+        assert download(f"{rehearsed.index.upload_url(variant)}+release/{sig.name}", sink=chunks.append)
+        assert b"".join(chunks) == sig.read_bytes()
+    assert rehearsed.verify() == 0
+    assert f"✓ {path.name}: signed by the trusted key" in capsys.readouterr().out
+
+    edited = rehearsed.root / "edited" / path.name
+    edited.parent.mkdir()
+    shutil.copyfile(sig, signing.signature_path(edited))  # the publisher's signature, other bytes
+    digest = sha256_file(rehearsed.wheels[0])
+    edited.write_text(path.read_text(encoding="utf-8").replace(digest, "e" * 64), encoding="utf-8")
+    assert rehearsed.verify("--manifest", str(edited)) == 1
+    err = capsys.readouterr().err
+    assert f"error: {edited}: the release manifest is not trusted: its bytes are not the ones signed" in err
+    assert "edited after it was signed" in err and "[rule: signed-manifest]" in err
