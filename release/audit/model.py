@@ -329,6 +329,17 @@ class Library:
         return bool(self.link_needs)
 
     @property
+    def why_cannot_load(self) -> str | None:
+        """Why the CUDA runtime cannot load this library (None when nothing stops it)."""
+        if not self.link_needs:
+            return None
+        more = f" (and {len(self.link_needs) - 1} more)" if len(self.link_needs) > 1 else ""
+        return (
+            f"relocatable device code never device-linked: its host code calls {self.link_needs[0]}{more}, "
+            "which no file of the wheel defines, so loading it fails with 'undefined symbol'"
+        )
+
+    @property
     def is_shared_library(self) -> bool:
         return is_library_name(self.name) or (self.elf is not None and self.elf.soname is not None)
 

@@ -35,6 +35,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from release.audit.checks.gpus import fatbin_support
+from release.audit.checks.link_state import cannot_load, entry_name_key
 from release.audit.model import (
     Check,
     Contents,
@@ -70,14 +71,8 @@ def targets(lib: Library, kind: str) -> set[Target]:
     return {(e.arch, e.variant) for fb in units for e in fb.entries if e.kind == kind}
 
 
-def _name_key(name: str) -> tuple[tuple[int, str], int]:
-    """``sm_80`` < ``compute_80`` < ``sm_86``: by architecture, SASS before PTX."""
-    prefix, _, label = name.partition("_")
-    return label_sort_key(label), {"sm": 0, "compute": 1}.get(prefix, 2)
-
-
 def _entry_names(lib: Library) -> list[str]:
-    return sorted({e.name for fb in (*lib.fatbins, *lib.relocatable) for e in fb.entries}, key=_name_key)
+    return sorted({e.name for fb in (*lib.fatbins, *lib.relocatable) for e in fb.entries}, key=entry_name_key)
 
 
 # --------------------------------------------------------------------------- read back
@@ -166,26 +161,10 @@ def _missing_message(
     return head + "; " + "; ".join(parts)
 
 
-def _cannot_load(lib: Library) -> Finding:
-    names = ", ".join(sorted({e.name for fb in lib.relocatable for e in fb.entries}, key=_name_key))
-    only = "only " if not lib.fatbins else ""
-    return fail(
-        CHECK,
-        f"{lib.name} cannot be loaded: it carries {only}relocatable device code (__nv_relfatbin: {names}) that "
-        f"was never device-linked, and its host code calls {lib.link_needs[0]}"
-        + (f" (and {len(lib.link_needs) - 1} more)" if len(lib.link_needs) > 1 else "")
-        + ", which no file of the wheel defines: loading it fails with 'undefined symbol'; device-link it "
-        "(nvcc -dlink, or link with nvcc -rdc=true; CMake: CUDA_RESOLVE_DEVICE_SYMBOLS ON)",
-        lib.path,
-        link_needs=list(lib.link_needs),
-        relocatable=names,
-    )
-
-
 def _embedded(lib: Library, expectation: Expectation) -> Finding:
     kinds = Counter(image.kind for image in lib.embedded)
     sections = sorted({image.section for image in lib.embedded})
-    found = sorted({t for image in lib.embedded for t in image.targets}, key=_name_key)
+    found = sorted({t for image in lib.embedded for t in image.targets}, key=entry_name_key)
     what = " and ".join(f"{n:,} {kind}{'s' if n != 1 else ''}" for kind, n in sorted(kinds.items()))
     shown = found if len(found) <= 12 else [*found[:12], f"... {len(found) - 12} more"]
     text = (
@@ -250,7 +229,7 @@ def _check_library(lib: Library, expectation: Expectation) -> list[Finding]:
     extra_plain = sorted(
         {f"sm_{label}" for label in _labels(plain_sass)}
         | {f"compute_{label}" for label in _labels(plain_ptx)},
-        key=_name_key,
+        key=entry_name_key,
     )
     if extra_plain:
         out.append(
@@ -265,7 +244,7 @@ def _check_library(lib: Library, expectation: Expectation) -> list[Finding]:
     extra_variant = sorted(
         {f"sm_{label}" for label in _labels({t for t in sass if t[1] and t not in claimed_sass})}
         | {f"compute_{label}" for label in _labels({t for t in ptx if t[1] and t not in claimed_ptx})},
-        key=_name_key,
+        key=entry_name_key,
     )
     if extra_variant:
         what = "arch-specific/family device code (sm_XYa runs on X.Y only, sm_XYf on the X.Y family)"
@@ -382,7 +361,7 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
     passing: list[Library] = []
     for lib in device:
         if lib.cannot_load:
-            out.append(_cannot_load(lib))
+            out.append(cannot_load(lib, CHECK))
             continue
         if not expectation.has_arch_claim:
             passing.append(lib)

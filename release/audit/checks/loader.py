@@ -16,6 +16,9 @@ libraries into ``installs_to`` under it (``nvidia/cu13/lib``).
 * The driver (``libcuda.so.1`` and the other driver libraries) comes from the system, never from a
   package: linking it needs no search path.
 * A CPU wheel links no CUDA library at all.
+* A library the CUDA runtime cannot load (relocatable device code never device-linked) fails
+  here when ``device_code`` does not run (a standalone audit without a claim), so it never
+  passes unnoticed (:mod:`release.audit.checks.link_state`).
 
 Where a member installs and where an ``$ORIGIN`` entry points is the one rule of :mod:`release.runpath`,
 which the build's repair writes RUNPATHs by.
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import posixpath
 
+from release.audit.checks.link_state import cannot_load
 from release.audit.model import Check, Contents, Expectation, Finding, Library, fail, ok
 from release.policy.model import CudaPackage
 from release.resources import cuda
@@ -35,6 +39,7 @@ from release.resources.cuda import stem
 from release.runpath import installed_dir, is_origin_entry, origin_entry, resolve
 
 CHECK = "loader"
+DEVICE_CODE = "device_code"  # the check that reports a library that cannot load when it runs
 
 
 def is_driver_library(soname: str) -> bool:
@@ -241,6 +246,8 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
                     search_path={tag: list(entries)},
                 )
             )
+    if not expectation.runs(DEVICE_CODE):  # else device_code says it, beside the claim
+        out += [cannot_load(lib, CHECK) for lib in contents.libraries if lib.cannot_load]
     if not out:
         if not expectation.is_cuda:
             out.append(ok(CHECK, "no library links a CUDA library and every search path is $ORIGIN-relative"))

@@ -81,6 +81,7 @@ def library_inventory(lib: Library) -> dict[str, Any]:
         },
         "claim": claim_text(library_claim(lib)) or None,
         "loads": not lib.cannot_load,
+        "why": lib.why_cannot_load,
         "link_needs": list(lib.link_needs),
         "toolkits": [f"{a}.{b}" for a, b in lib.toolkits],
         "error": lib.fatbin_error,
