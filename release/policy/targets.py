@@ -180,6 +180,8 @@ def index_identity(url: str) -> str:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     host = _canonical_host(parts.hostname or "")
+    if scheme == "file" and host == "127.0.0.1":
+        host = ""  # file://localhost/x is file:///x
     port = parts.port
     netloc = host if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
     path = posixpath.normpath("/" + parts.path.lstrip("/")) if parts.path else "/"

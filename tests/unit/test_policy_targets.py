@@ -136,6 +136,7 @@ def test_index_identity_keeps_what_tells_indexes_apart() -> None:
     assert index_identity("https://h.invalid:443/a/") == index_identity("https://H.invalid/a")
     assert index_identity("https://[2001:DB8::1]/a") == "https://[2001:db8::1]/a/"
     assert index_identity("https://10.0.0.1/a") != index_identity("https://127.0.0.1/a")
+    assert index_identity("file://localhost/srv/idx/cu130") == index_identity("file:///srv/idx/cu130/")
 
 
 def test_the_issue_alias_and_a_simple_root_are_one_index() -> None:
