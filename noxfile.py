@@ -107,6 +107,12 @@ def matrix(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def trains(session: nox.Session) -> None:
+    """Which CUDA releases newer than the policy's trains pip's index offers (changes nothing)."""
+    _release(session, "trains", "--check", *session.posargs)
+
+
+@nox.session(default=False)
 def release(session: nox.Session) -> None:
     """Build, audit, smoke-test and publish every row, all or nothing."""
     _release(session, "release", *session.posargs)

@@ -17,6 +17,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from release.policy.versions import KNOWN_CUDA_TRAINS
 from release.resources.cuda import CudaFacts
 
 NVCC = "nvidia-cuda-nvcc"
@@ -42,6 +43,7 @@ class NewerRelease:
     missing: tuple[str, ...]  # toolchain parts the index has no version of that release of
     new_gpus: tuple[str, ...]  # "12.1 (DGX Spark)": GPUs whose first driver is this release's
     known_to_cuda_toml: bool  # release/resources/cuda.toml has [release."X.Y"] (PTX ISA, driver)
+    known_to_policy: bool = True  # release/policy/versions.py's KNOWN_CUDA_TRAINS names it (else refused)
 
     @property
     def label(self) -> str:
@@ -109,6 +111,7 @@ def check_trains(
     facts: CudaFacts,
     *,
     packages: Sequence[str] = TOOLCHAIN_PACKAGES,
+    known_trains: Sequence[str] = KNOWN_CUDA_TRAINS,
 ) -> TrainsCheck:
     """Every CUDA release whose nvcc the index offers and that is newer than the newest train.
 
@@ -134,6 +137,7 @@ def check_trains(
                 missing=missing,
                 new_gpus=_gpus_first_known_by(facts, previous, release),
                 known_to_cuda_toml=facts.release(release) is not None,
+                known_to_policy=f"{release[0]}.{release[1]}" in known_trains,
             )
         )
         previous = release
@@ -167,8 +171,16 @@ def render(check: TrainsCheck, policy: str) -> list[str]:
                 f'    release/resources/cuda.toml has no [release."{n.label}"] (its PTX ISA, its oldest driver): '
                 "add it with the train"
             )
+        if not n.known_to_policy:
+            out.append(
+                f"    release/policy/versions.py's KNOWN_CUDA_TRAINS does not name {n.label}: a policy naming it "
+                "is refused until it does"
+            )
         if n.missing:
-            out.append(f"    no {n.label} release on the index of: {', '.join(n.missing)}")
+            out.append(
+                f"    no {n.label} release on the index of: {', '.join(n.missing)} (a pypi_toolchain pins every "
+                "part; until then the train needs a host toolkit or its builder image)"
+            )
         out.append(f"    pypi_toolchain = [{', '.join(repr(p).replace(chr(39), chr(34)) for p in n.pins)}]")
     out.append(f"{policy} was not changed; adding a train: docs/adding-a-train.md")
     return out
