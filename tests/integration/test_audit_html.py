@@ -8,11 +8,10 @@ of it must not be blank.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from helpers_chromium import headless
 
 from release.audit.report.page import render_html, render_release_html
 from release.audit.report.render import gpu_table_rows
@@ -29,36 +28,9 @@ GOOD = WHEELS / "fx_good_cu130-1.0.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl
 MISSING = WHEELS / "fx_missing_arch-1.0.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
 
 
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    raise AssertionError(
-        "no headless Chromium on PATH: install Debian's `chromium` package (.ci/run does) to run the HTML report test"
-    )
-
-
 def _audit(wheel: Path):  # type: ignore[no-untyped-def]
     policy = load_policy(FIXTURES / "policy.toml")
     return audit_wheel(wheel, expectation_for_wheel(wheel, policy, expand(policy)))
-
-
-def _headless(args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            _chromium(),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            f"--user-data-dir={tmp / 'profile'}",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize("wheel", [GOOD, MISSING], ids=["passing", "failing"])
@@ -70,7 +42,7 @@ def test_report_renders_with_the_right_grid(wheel: Path, tmp_path: Path) -> None
     assert rows, "the fixture carries device code: the grid must have rows"
     libraries = len(header) - 4
 
-    dom = _headless(["--dump-dom", page.as_uri()], tmp_path)
+    dom = headless(["--dump-dom", page.as_uri()], tmp_path)
     assert dom.returncode == 0, dom.stderr
     cells = re.findall(r'<td class="support (native|ptx-jit|none|other)">', dom.stdout)
     assert len(cells) == len(rows) * (libraries + 1)
@@ -81,7 +53,7 @@ def test_report_renders_with_the_right_grid(wheel: Path, tmp_path: Path) -> None
         assert 'class="finding fail"' in dom.stdout
 
     shot = tmp_path / "shot.png"
-    taken = _headless([f"--screenshot={shot}", "--window-size=1200,900", page.as_uri()], tmp_path)
+    taken = headless([f"--screenshot={shot}", "--window-size=1200,900", page.as_uri()], tmp_path)
     assert taken.returncode == 0, taken.stderr
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
@@ -92,7 +64,7 @@ def test_release_page_lists_every_wheel(tmp_path: Path) -> None:
     results = [_audit(GOOD), _audit(MISSING)]
     page = tmp_path / "release.html"
     page.write_text(render_release_html(results), encoding="utf-8")
-    dom = _headless(["--dump-dom", page.as_uri()], tmp_path)
+    dom = headless(["--dump-dom", page.as_uri()], tmp_path)
     assert dom.returncode == 0, dom.stderr
     assert dom.stdout.count('<section class="wheel"') == 2
     assert "passed" in dom.stdout and "FAILED" in dom.stdout

@@ -4,7 +4,7 @@ No JavaScript, no external resources: the page opens from a file, from a CI arti
 from an index. Like the other renderers it only reads :class:`AuditResult` values.
 
 ``<wheel>.audit.html`` is written beside each audit record; :func:`render_release_html`
-puts several wheels (a whole release) on one page.
+puts several wheels (a whole release) on one page, laid out by :mod:`release.audit.report.release_page`.
 """
 
 from __future__ import annotations
@@ -38,11 +38,15 @@ ul.findings li { margin: .15rem 0; white-space: pre-wrap; }
 SUPPORT_CLASSES = ("native", "ptx-jit", "partial", "none")
 
 
-def _e(text: object) -> str:
+def escape(text: object) -> str:
+    """Any value as HTML text (a wheel's names and messages are untrusted)."""
     return html.escape(str(text), quote=True)
 
 
-def _support_cell(value: str) -> str:
+_e = escape
+
+
+def support_cell(value: str) -> str:
     word = value.split(" ", 1)[0]
     css = word if word in SUPPORT_CLASSES else "other"
     return f'<td class="support {css}">{_e(value)}</td>'
@@ -61,8 +65,8 @@ def _grid(result: AuditResult) -> str:
     for row in rows:
         gpu, cc, claimed, *support = row
         cells = [f'<td class="gpu">{_e(gpu)}</td>', f"<td>{_e(cc)}</td>", f"<td>{_e(claimed)}</td>"]
-        cells += [_support_cell(v) for v in support[:lib_columns]]
-        cells.append(_support_cell(support[-1]))
+        cells += [support_cell(v) for v in support[:lib_columns]]
+        cells.append(support_cell(support[-1]))
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
@@ -83,7 +87,7 @@ def _findings(result: AuditResult) -> str:
     return "\n".join(out)
 
 
-def _wheel_section(result: AuditResult) -> str:
+def wheel_section(result: AuditResult) -> str:
     exp = result.expectation
     what = f"row {exp.row_id}" if exp.row_id else f"variant {exp.variant}"
     archs = claim_text(result) or "-"
@@ -139,27 +143,24 @@ def _inventory(result: AuditResult) -> str:
     return "\n".join(out)
 
 
-def _page(title: str, body: str) -> str:
+def page(title: str, body: str, *, extra_style: str = "") -> str:
+    """A whole self-contained document: the style inline, no script, no external resource."""
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_e(title)}</title><style>{_STYLE}</style></head>\n"
+        f"<title>{_e(title)}</title><style>{_STYLE}{extra_style}</style></head>\n"
         f"<body>\n<h1>{_e(title)}</h1>\n{body}\n</body></html>\n"
     )
 
 
 def render_html(result: AuditResult) -> str:
     """One wheel's page."""
-    return _page(f"Audit of {result.wheel}", _wheel_section(result))
+    return page(f"Audit of {result.wheel}", wheel_section(result))
 
 
 def render_release_html(results: Sequence[AuditResult], *, title: str = "Release audit") -> str:
-    """Several wheels on one page, a summary list first."""
-    summary = ["<ul>"]
-    for r in results:
-        css, word = ("pass", "passed") if r.passed else ("fail", "FAILED")
-        summary.append(
-            f'<li><a href="#{_e(r.wheel)}">{_e(r.wheel)}</a> <span class="{css}">{word}</span></li>'
-        )
-    summary.append("</ul>")
-    return _page(title, "\n".join(summary) + "\n" + "\n".join(_wheel_section(r) for r in results))
+    """Several wheels on one page (``dist/audit.html``): where each runs, what failed, then each
+    wheel's report folded (:mod:`release.audit.report.release_page`)."""
+    from release.audit.report.release_page import render_release  # it builds on this module
+
+    return render_release(results, title=title)
