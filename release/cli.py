@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from release import early
 from release.core import log
 from release.core.errors import InputError, SelectionError, WheelwrightError
+from release.policy.load import DEFAULT_POLICY, default_policy
 from release.run_lock import LOCKED_COMMANDS, add_wait_option, command_lock
 
 if TYPE_CHECKING:  # the policy modules are imported by the commands that read a policy
@@ -20,7 +21,6 @@ if TYPE_CHECKING:  # the policy modules are imported by the commands that read a
     from release.policy.model import Policy
 
 PLAN_JSON_VERSION = 1
-DEFAULT_POLICY = "rows.toml"
 
 
 def _load_offered(path: str | None) -> Offered | None:
@@ -64,7 +64,11 @@ def add_selection(p: argparse.ArgumentParser) -> None:
         help="row id globs or their leading parts, e.g. 'cu130-*' or 'cu130-py312' (default: all); the id of "
         "any Python an abi3/py3-none row's wheel serves selects that row",
     )
-    p.add_argument("--policy", default=DEFAULT_POLICY, help="policy file (default: %(default)s)")
+    p.add_argument(
+        "--policy",
+        default=default_policy(os.environ),
+        help=f"policy file (default: $WHEELWRIGHT_POLICY, else {DEFAULT_POLICY}; here: %(default)s)",
+    )
     p.add_argument(
         "--arch",
         dest="platform",
@@ -363,7 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
         "release policy (rows.toml), all or nothing.",
         epilog="Exit codes: 0 ok, 1 a check failed, 2 bad input, 3 tool missing, 4 a step failed.",
     )
+    from release import __version__
+
+    parser.add_argument("--version", action="version", version=f"wheelwright {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.commands = sub.choices
 
     p = row_command(
         sub,
@@ -462,12 +470,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     from release.audit.cli import add_audit_parser
+    from release.index_cli import add_index_parser
     from release.publish.verify_cli import add_verify_parser
     from release.trains_cli import add_trains_parser
 
     add_audit_parser(sub)
     add_verify_parser(sub)
     add_trains_parser(sub)
+    add_index_parser(sub)
     _add_verbosity(parser, default=log.NORMAL)
     for name, command in sub.choices.items():
         _add_verbosity(command, default=argparse.SUPPRESS)
@@ -481,6 +491,17 @@ class _Parser(argparse.ArgumentParser):
     that ``audit --json`` can put them into its JSON document too (subcommands' parsers are this class)."""
 
     last_error: str | None = None
+    commands: Mapping[str, argparse.ArgumentParser] = {}  # the top-level parser's subcommands
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        """An unknown option is reported by the subcommand's parser, with that command's usage."""
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            command = self.commands.get(getattr(parsed, "command", None) or "")
+            (command or self).error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
 
     def error(self, message: str) -> NoReturn:
         _Parser.last_error = f"{self.prog}: error: {message}"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,14 +36,13 @@ from release.audit.report.render import render_gpu_markdown, render_json, render
 from release.audit.step import audit_step, require_built
 from release.core import log
 from release.core.errors import CheckFailed, InputError, WheelwrightError
+from release.policy.load import DEFAULT_POLICY
 from release.policy.model import Policy
 
 if TYPE_CHECKING:
     from release.policy.matrix import Row
 
 __all__ = ["add_audit_parser", "cmd_audit"]
-
-DEFAULT_POLICY = "rows.toml"
 
 
 def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN401 - argparse's private type
@@ -81,7 +81,9 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN40
     )
     add_claim_options(p)
     p.add_argument(  # None: rows.toml in this folder when there is one (a wheel file needs none)
-        "--policy", default=None, help=f"policy file (default: {DEFAULT_POLICY} in this folder, if any)"
+        "--policy",
+        default=os.environ.get("WHEELWRIGHT_POLICY") or None,
+        help=f"policy file (default: $WHEELWRIGHT_POLICY, else {DEFAULT_POLICY} in this folder, if any)",
     )
     p.add_argument("--json", action="store_true", help='versioned JSON ({"version": 1, ...}) on stdout')
     p.add_argument("--gpu-markdown", action="store_true", help="print the GPU support tables as markdown")

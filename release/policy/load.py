@@ -44,6 +44,15 @@ from release.policy.versions import is_free_threaded, name_problem, python_probl
 _Excluded = Mapping[tuple[str, str], Exclusion]
 
 
+DEFAULT_POLICY = "rows.toml"
+
+
+def default_policy(env: Mapping[str, str]) -> str:
+    """The policy file a command reads without ``--policy``: ``$WHEELWRIGHT_POLICY``, else rows.toml
+    (the same in nox and in every ``python -m release`` command)."""
+    return env.get("WHEELWRIGHT_POLICY") or DEFAULT_POLICY
+
+
 def load_policy(path: str | Path) -> Policy:
     """Read and validate a policy file. Raises PolicyError (exit 2) on any problem."""
     f = read_policy_file(path)

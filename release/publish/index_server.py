@@ -258,22 +258,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _daemonize_and_serve(args.root.resolve(), variants, args.port, args.owner_pid)
-        with lock.hold(args.root, what="the local index", wait_s=lock.wait_from_env(os.environ)):
-            return _start_or_stop(args, variants)
+        return start_or_stop(args.command, args.root, variants, args.port)
     except (InputError, StepFailed) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.return_code
 
 
-def _start_or_stop(args: argparse.Namespace, variants: Sequence[str]) -> int:
-    """``start`` / ``stop``, holding the index root's lock (a publish to it holds it too)."""
-    if args.command == "stop":
-        problem = in_use_problem(args.root, "stop the local index")
+def start_or_stop(command: str, root: Path, variants: Sequence[str], port: int = 0) -> int:
+    """``start`` / ``stop`` (``python -m release index``), holding the index root's lock (a publish to
+    it holds it too); a stop while another run holds a lease on the index is refused, naming it."""
+    with lock.hold(root, what="the local index", wait_s=lock.wait_from_env(os.environ)):
+        return _start_or_stop(command, root, variants, port)
+
+
+def _start_or_stop(command: str, root: Path, variants: Sequence[str], port: int) -> int:
+    if command == "stop":
+        problem = in_use_problem(root, "stop the local index")
         if problem is not None:
             raise StepFailed(problem)
-        print("stopped" if stop(args.root) else "no server was running", file=sys.stderr)
+        print("stopped" if stop(root) else "no server was running", file=sys.stderr)
         return 0
-    index = start_detached(variants, args.root, port=args.port)
+    if not variants:
+        raise InputError("index start: no variants to serve (give --variants, or a policy with rows)")
+    index = start_detached(variants, root, port=port)
     indexes = {
         v: {"upload_url": index.upload_url(v), "simple_url": index.simple_url(v)} for v in index.variants
     }

@@ -222,7 +222,7 @@ def _prepare(root_dir: Path, variants: Sequence[str], username: str, password: s
         if pid and _is_our_server(pid):
             raise StepFailed(
                 f"{root}: a local index is already running there (pid {pid}, port {state.get('port')}); "
-                "stop it first (python -m release.publish.index_server stop --root ...)"
+                "stop it first (python -m release index stop --root ...)"
             )
         _state_path(root).unlink(missing_ok=True)
     for v in variants:
@@ -326,7 +326,7 @@ def attach(root_dir: Path, *, password: str | None = None, username: str = DEFAU
     root = root_dir.resolve()
     state = _read_state(root)
     if state is None or not _is_our_server(int(state.get("pid", 0))):
-        raise StepFailed(f"{root}: no local index is running there (start one with start_detached)")
+        raise StepFailed(f"{root}: no local index is running there (start one: python -m release index start --root ROOT)")
     if password is None:
         try:
             password = (root / PASSWORD_FILE).read_text(encoding="utf-8").strip()

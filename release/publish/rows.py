@@ -79,7 +79,7 @@ def ensure_local_index(
         _not_in_use(root, "restart the local index with more variants")
         stop(root)
     log.info(
-        f"==> starting a local index under {root} (stop it: python -m release.publish.index_server stop --root {root})"
+        f"==> starting a local index under {root} (stop it: python -m release index stop --root {root})"
     )
     return start_detached(list(variants), root)
 

@@ -8,6 +8,7 @@ when ``verify`` runs, so the other commands (an audit, say) do not pay for its i
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +18,8 @@ from release.core.errors import InputError, WheelwrightError
 
 __all__ = ["DEFAULT_INDEX_ROOT", "DEFAULT_POLICY", "add_verify_parser", "main"]
 
-DEFAULT_POLICY = "rows.toml"
+from release.policy.load import DEFAULT_POLICY, default_policy
+
 DEFAULT_INDEX_ROOT = Path(".wheelwright") / "index"
 DESCRIPTION = (  # release/publish/verify.py's second paragraph
     "For every variant the manifest names: every file it lists is on the target's index for that variant, "
@@ -54,7 +56,11 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN4
         description=DESCRIPTION,
     )
     p.add_argument("--target", help="a [target.NAME] of the policy (needed unless --rebuild)")
-    p.add_argument("--policy", default=DEFAULT_POLICY, help="policy file (default: %(default)s)")
+    p.add_argument(
+        "--policy",
+        default=default_policy(os.environ),
+        help=f"policy file (default: $WHEELWRIGHT_POLICY, else {DEFAULT_POLICY}; here: %(default)s)",
+    )
     p.add_argument("--dist", default="dist", help="where publish wrote the manifest (default: %(default)s)")
     p.add_argument("--manifest", metavar="FILE", help="the release manifest (default: the one in --dist)")
     p.add_argument(

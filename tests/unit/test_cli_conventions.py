@@ -1,0 +1,47 @@
+"""One command-line tool (issue 24 item 9): ``--version``, a bad flag answered with the subcommand's
+own usage, ``$WHEELWRIGHT_POLICY`` honoured by ``python -m release`` as by nox. Through the real
+entry point, in a child process."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from helpers_proc import python_m, repo_env
+
+from release import __version__
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMANDS = ("plan", "build", "smoke", "publish", "release", "audit", "verify", "index")
+
+
+def test_version_is_the_projects() -> None:
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert __version__ == version
+    proc = python_m("release", "--version", env=repo_env(), cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"wheelwright {version}"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_bad_flag_gets_the_subcommands_usage(command: str) -> None:
+    args = [command, "start"] if command == "index" else [command]
+    proc = python_m("release", *args, "--no-such-flag", env=repo_env(), cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"usage: python -m release {command} "), proc.stderr
+    assert f"python -m release {command}: error: unrecognized arguments: --no-such-flag" in proc.stderr
+
+
+def test_wheelwright_policy_is_honoured_outside_nox(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.toml"
+    env = {**repo_env(), "WHEELWRIGHT_POLICY": str(missing)}
+    refused = python_m("release", "plan", env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and str(missing) in refused.stderr, refused.stderr
+    env["WHEELWRIGHT_POLICY"] = str(ROOT / "rows.toml")
+    shown = python_m("release", "plan", "cu130-py312-x86_64", env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "cu130-py312-x86_64" in shown.stdout
+    # --policy still wins over the variable
+    env["WHEELWRIGHT_POLICY"] = str(missing)
+    given = python_m("release", "plan", "--policy", str(ROOT / "rows.toml"), env=env, cwd=tmp_path)
+    assert given.returncode == 0, given.stderr
