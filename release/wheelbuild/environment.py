@@ -25,6 +25,9 @@ Variables a build gets (``<P>`` is the project name upper-cased, ``tinyaxpy`` ->
                              the object, not its pid: reproducible objects)
 ``CUDA_HOME``, ``CUDACXX``   CUDA rows: the toolkit and its nvcc
 ``PATH``                     CUDA rows: the toolkit's ``bin`` first
+``CPATH``                    CUDA rows, host builds: the inherited entries, then the include
+                             folders of the CUDA pip packages the build environment holds
+                             (torch's cuBLAS, cuSPARSE... headers; :func:`pip_cuda_headers`)
 ``WHEELWRIGHT_KERNEL_CACHE`` / ``<P>_KERNEL_CACHE``: where compiled kernels are reused
 ============================ ============================================================
 
@@ -41,12 +44,13 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from release.policy.archs import nvcc_gencode_flags
 from release.policy.matrix import CPU_IMAGE, Row
+from release.resources.cuda import cuda
 from release.wheelbuild.repair import repair_argv
 from release.wheelbuild.toolchain import Toolchain
 
@@ -284,6 +288,44 @@ def apply_hidden(env: Mapping[str, str], hidden: HiddenCuda) -> dict[str, str]:
         else:
             out[name] = value
     return out
+
+
+# --------------------------------------------------------------------------- CUDA rows: the pip packages' headers
+
+
+def pip_cuda_include_dirs(cuda_major: int, present: Iterable[str]) -> tuple[str, ...]:
+    """Of ``present`` (site-packages-relative folders that exist: ``nvidia/cu13/include``,
+    ``nvidia/cudnn/include``), the include folders of the pip packages that ship CUDA
+    ``cuda_major``'s libraries, by cuda.toml (each library's ``installs_to`` with ``include`` for
+    its last part), sorted (pure). A CUDA 12 package's folder (``nvidia/cublas/include``) is not
+    a CUDA 13 row's."""
+    wanted = set()
+    for library in cuda().libraries:
+        shipping = library.shipped_for(cuda_major)
+        if shipping is not None:
+            wanted.add(str(PurePosixPath(shipping.installs_to).parent / "include"))
+    return tuple(sorted(d for d in set(present) if d in wanted))
+
+
+def pip_cuda_headers(
+    row: Row, site_packages: str, dirs: Sequence[str], inherited_cpath: str | None, *, enabled: bool = True
+) -> dict[str, str]:
+    """``CPATH`` for a CUDA row whose build environment holds CUDA packages' headers (pure).
+
+    torch depends on the CUDA math libraries' pip packages (nvidia-cublas, -cusparse, -cusolver...),
+    whose headers install beside the libraries (``nvidia/cu13/include``); ATen's
+    ``ATen/cuda/CUDAContext.h`` includes ``cusparse.h`` and ``cublas_v2.h``, which a toolkit of only
+    the compiler and the runtime (PyPI's toolchain, a minimal install) lacks. gcc, and nvcc through
+    it, read ``CPATH`` in every build system (cpp_extension, CMake, meson) and search it after every
+    ``-I``: the toolkit's own headers (``-I$CUDA_HOME/include``) win, and only what it lacks comes
+    from the packages, the versions torch itself was built with. The inherited ``CPATH`` stays first.
+    ``enabled=False``, a CPU row or no folder: nothing (``{}``).
+    """
+    if not enabled or not row.is_cuda or not dirs:
+        return {}
+    kept = [e for e in (inherited_cpath or "").split(":") if e]
+    added = [f"{site_packages.rstrip('/')}/{d}" for d in dirs]
+    return {"CPATH": ":".join([*kept, *(a for a in added if a not in kept)])}
 
 
 def build_env_changes(

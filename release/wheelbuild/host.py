@@ -39,6 +39,8 @@ from release.wheelbuild.environment import (
     apply_hidden,
     build_env_changes,
     hide_cuda,
+    pip_cuda_headers,
+    pip_cuda_include_dirs,
 )
 from release.wheelbuild.frontend import MISSING_EXIT, MISSING_PREFIX
 from release.wheelbuild.isolated import BuildSystem, EnvSpec, ensure_build_env, env_spec
@@ -100,13 +102,24 @@ def make_mirrors(mirrors: Mapping[str, tuple[str, tuple[str, ...]]]) -> None:
                 (folder / entry.name).symlink_to(entry)
 
 
+def pip_headers(job: HostJob, spec: EnvSpec) -> dict[str, str]:
+    """CPATH with the include folders of the CUDA packages ``spec``'s environment holds (reads them)."""
+    if not job.row.is_cuda or job.row.train is None:
+        return {}
+    major, minor = job.python.version.split(".")[:2]
+    site = spec.folder / "lib" / f"python{major}.{minor}" / "site-packages"
+    present = [str(p.relative_to(site)) for p in sorted(site.glob("nvidia/*/include")) if p.is_dir()]
+    dirs = pip_cuda_include_dirs(int(job.row.train.split(".")[0]), present)
+    return pip_cuda_headers(job.row, str(site), dirs, job.base.get("CPATH"))
+
+
 def build_environment(job: HostJob, work: Path) -> dict[str, str]:
     """The environment the backend runs in: the row's changes, no pip configuration,
     SOURCE_DATE_EPOCH, a CPU row's CUDA hidden, the build environment's scripts first."""
     changes = build_env_changes(
         job.row, job.toolchain, kernel_cache=job.kernel_cache, project_name=job.project_name
     )
-    env = {**changes.apply(job.base), **NO_PIP_CONFIG}
+    env = {**changes.apply(job.base), **NO_PIP_CONFIG, **pip_headers(job, job.env)}
     if job.epoch:
         env["SOURCE_DATE_EPOCH"] = job.epoch
     if not job.row.is_cuda:
@@ -201,7 +214,11 @@ def _compile(job: HostJob, command: Command, env: dict[str, str], log: Path) -> 
         spec = env_spec(job.python, [*job.env.requires, *extra], job.env.constraints, job.cache_dir)
         ensure_build_env(spec, job.system, env=job.base, row_id=row.id)
         argv = [str(spec.interpreter), *command.argv[1:]]
-        env = {**env, "PATH": env["PATH"].replace(str(job.env.bin_dir), str(spec.bin_dir), 1)}
+        env = {
+            **env,
+            "PATH": env["PATH"].replace(str(job.env.bin_dir), str(spec.bin_dir), 1),
+            **pip_headers(job, spec),
+        }
         _code, output = run_logged(row, command, argv, env, log, job.cache_dir)
     hits = _KERNEL_CACHE_RE.findall(output)
     if hits:
