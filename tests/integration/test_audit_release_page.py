@@ -33,6 +33,7 @@ WHEELS = FIXTURES / "wheels"
 GOOD = WHEELS / "fx_good_cu130-1.0.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
 CPU = WHEELS / "fx_good_cpu-1.0.0-cp312-cp312-manylinux_2_28_x86_64.whl"
 MISSING = WHEELS / "fx_missing_arch-1.0.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
+NO_CODE = WHEELS / "fx_no_device_code-1.0.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
 HOSTILE_MEMBER = "fx_good_cpu/<img src=x onerror=\"document.title='owned'\">.py"
 HOSTILE_NAME = "fx_<b>bold</b>_\"q'-1.0.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
 
@@ -105,29 +106,31 @@ def test_a_passing_release_leads_with_the_grid_and_says_every_wheel_passed(tmp_p
 
 
 def test_a_failing_wheel_is_listed_first_and_its_report_open(tmp_path: Path) -> None:
-    good, cpu, missing = _audit(GOOD), _audit(CPU), _audit(MISSING)
-    assert not missing.passed and missing.failures
-    _, root = _rendered([good, cpu, missing], tmp_path)
+    good, cpu, missing, no_code = _audit(GOOD), _audit(CPU), _audit(MISSING), _audit(NO_CODE)
+    assert not missing.passed and not no_code.passed and not no_code.gpu_table
+    _, root = _rendered([good, cpu, missing, no_code], tmp_path)
+    failing = [(MISSING.name, f) for f in missing.failures] + [(NO_CODE.name, f) for f in no_code.failures]
 
     assert not root.find_all("p", "all-passed"), "one failing wheel: not every wheel passed"
     sections = [s.attrs.get("id") for s in root.find_all("section") if s.attrs.get("id")]
     assert sections[:3] == ["overview", "failures", "reports"]
     listed = root.find_all("tr", "failure")
     assert [(tr.find_all("td")[0].text(), tr.find_all("td")[2].attrs["data-check"]) for tr in listed] == [
-        (MISSING.name, f.check) for f in missing.failures
+        (name, f.check) for name, f in failing
     ]
     assert [tr.find("td", "message").text() for tr in listed] == [
-        " ".join(f.message.split()) for f in missing.failures
+        " ".join(f.message.split()) for _, f in failing
     ]
 
     folded = root.find_all("details", "report")
     first_report = _position(root, folded[0])
     assert all(_position(root, tr) < first_report for tr in listed), "the failures come before any report"
     opened = {d.find("section", "wheel").find("h2").text(): "open" in d.attrs for d in folded}
-    assert opened == {GOOD.name: False, CPU.name: False, MISSING.name: True}
+    assert opened == {GOOD.name: False, CPU.name: False, MISSING.name: True, NO_CODE.name: True}
 
     _, rows = _grid(root)
     assert rows[MISSING.name][2] == "FAILED" and rows[GOOD.name][2] == "passed"
+    assert rows[NO_CODE.name][2:] == ["FAILED", "no readable device code: runs on no GPU"]
 
 
 def test_html_in_a_wheel_name_or_a_message_stays_text(tmp_path: Path) -> None:

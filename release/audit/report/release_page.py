@@ -26,6 +26,7 @@ ALL_PASSED = "Every wheel passed every check."
 
 _STYLE = """
 table.overview td.wheel, table.failures td { text-align: left; }
+td.row { white-space: nowrap; }
 table.failures td.message { white-space: pre-wrap; }
 details.report { margin: .4rem 0; border: 1px solid #c8ccd1; padding: .3rem .6rem; }
 details.report > summary { cursor: pointer; font-weight: 600; }
@@ -131,7 +132,7 @@ def _failures(indexed: Sequence[tuple[int, AuditResult]]) -> str:
             out.append(
                 '<tr class="failure">'
                 f'<td class="wheel">{_wheel_link(i, r)}</td>'
-                f"<td>{escape(_what(r))}</td>"
+                f'<td class="row">{escape(_what(r))}</td>'
                 f'<td data-check="{escape(f.check)}">{escape(registry.title(f.check))}</td>'
                 f"<td><code>{escape(f.library or '-')}</code></td>"
                 f'<td class="message">{escape(f.message)}</td>'
