@@ -10,8 +10,9 @@ policy, a claim that does not parse), is in the document's ``errors`` as well as
 Wheel files with no claim and no rows.toml in this folder are audited standalone with the
 checks that need no claim (:func:`release.audit.claim.unclaimed_expectation`): a partial audit.
 A record ``<wheel>.audit.json`` and a page ``<wheel>.audit.html``
-(the GPU support grid, the findings, the inventory) are written beside each audited wheel
-unless ``--no-record``. Under GitHub Actions each failing finding is also an ``::error``
+(the GPU support grid, the findings, the inventory) are written beside each wheel audited
+against a row of a policy unless ``--no-record``; a standalone audit (a claim given on the
+command line, or none) writes nothing beside the wheel unless ``--record``. Under GitHub Actions each failing finding is also an ``::error``
 annotation (title: the check) and each CUDA wheel's GPU support table goes to the job summary.
 """
 
@@ -99,10 +100,18 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN40
         "headers, libraries, compiler and CUDA headers (kept in the wheelwright cache's cpp-consumer folder; "
         "WHEELWRIGHT_CPP_CACHE=0 turns the cache off everywhere)",
     )
-    p.add_argument(
+    written = p.add_mutually_exclusive_group()
+    written.add_argument(
         "--no-record",
         action="store_true",
-        help="do not write <wheel>.audit.json and <wheel>.audit.html beside the wheel",
+        help="do not write <wheel>.audit.json and <wheel>.audit.html beside the wheel (an audit against a "
+        "row of a policy writes them by default)",
+    )
+    written.add_argument(
+        "--record",
+        action="store_true",
+        help="write them for a standalone audit too (a claim given here, no policy row), which by default "
+        "writes nothing beside someone else's wheel, as auditwheel show does not",
     )
     p.add_argument(
         "--dist", default="dist", help="where row wheels are, for ROW arguments (default: %(default)s)"
@@ -244,7 +253,8 @@ def _audit(args: argparse.Namespace, results: list[AuditResult], errors: list[di
             audited = audit_step(
                 wheel,
                 expectation,
-                record=not args.no_record,
+                # bound to a policy (a row): the record publish trusts; a standalone claim: nothing unless asked
+                record=args.record or (expectation.policy_sha256 is not None and not args.no_record),
                 cross_check=args.cross_check,
                 remember=False if args.no_cache else None,
             )

@@ -4,6 +4,7 @@ entry point, in a child process."""
 
 from __future__ import annotations
 
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from helpers_proc import python_m, repo_env
 from release import __version__
 
 ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = next((ROOT / "tests" / "fixtures" / "wheels").glob("fx_good_cpu-*.whl"))
 COMMANDS = ("plan", "build", "smoke", "publish", "release", "audit", "verify", "index")
 
 
@@ -45,3 +47,22 @@ def test_wheelwright_policy_is_honoured_outside_nox(tmp_path: Path) -> None:
     env["WHEELWRIGHT_POLICY"] = str(missing)
     given = python_m("release", "plan", "--policy", str(ROOT / "rows.toml"), env=env, cwd=tmp_path)
     assert given.returncode == 0, given.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "written"),
+    [((), False), (("--gpu-archs", "7.5;8.0"), False), (("--gpu-archs", "7.5;8.0", "--record"), True)],
+)
+def test_a_standalone_audit_writes_nothing_unless_asked(
+    tmp_path: Path, args: tuple[str, ...], written: bool
+) -> None:
+    """Someone else's wheel, audited standalone from its own folder: nothing is written beside it
+    (as ``auditwheel show``) unless --record; an audit against a policy's row writes its record
+    (tests/integration/test_audit_fixtures.py: test_record_written_and_accepted_by_publish)."""
+    wheel = tmp_path / FIXTURE.name
+    shutil.copy2(FIXTURE, wheel)
+    proc = python_m("release", "audit", str(wheel), *args, env=repo_env(), cwd=tmp_path, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [wheel.name] + ([f"{wheel.name}.audit.html", f"{wheel.name}.audit.json"] if written else [])
+    )
