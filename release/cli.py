@@ -61,7 +61,8 @@ def add_selection(p: argparse.ArgumentParser) -> None:
         "rows",
         nargs="*",
         metavar="ROW_GLOB",
-        help="row id globs or their leading parts, e.g. 'cu130-*' or 'cu130-py312' (default: all); the id of "
+        help="row id globs or their leading parts, e.g. 'cu130-*' or 'cu130-py312', or cibuildwheel identifiers "
+        "('cp312-manylinux_x86_64': every variant of that Python and arch) (default: all); the id of "
         "any Python an abi3/py3-none row's wheel serves selects that row",
     )
     p.add_argument(

@@ -277,7 +277,9 @@ def select(
     platform: str | None = None,
 ) -> tuple[Row, ...]:
     """Rows whose id (or alias: :attr:`Row.aliases`) matches any glob (all when none), whole or
-    by its leading parts (:func:`_matches`), on ``platform`` when given.
+    by its leading parts (:func:`_matches`), or whose cibuildwheel identifier
+    (``cp312-manylinux_x86_64``: every variant of that Python and arch) matches one whole, on
+    ``platform`` when given.
 
     Asking for an excluded platform or Python fails with the exclusion's reason.
     """
@@ -298,7 +300,11 @@ def select(
         r
         for r in rows
         if (platform is None or r.platform == platform)
-        and (not patterns or any(_matches(i, p) for p in patterns for i in (r.id, *r.aliases)))
+        and (
+            not patterns
+            or any(_matches(i, p) for p in patterns for i in (r.id, *r.aliases))
+            or any(fnmatch.fnmatchcase(r.cibw_identifier, p) for p in patterns)  # cp312-manylinux_x86_64
+        )
     )
     if not chosen:
         wanted = ", ".join(patterns) or "*"

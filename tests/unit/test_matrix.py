@@ -165,3 +165,16 @@ def test_policy_digest_is_of_the_file_loaded(policy: Policy) -> None:
 
     assert policy.sha256 == hashlib.sha256((ROOT / "rows.toml").read_bytes()).hexdigest()
     assert policy.source == ROOT / "rows.toml"
+
+
+def test_a_cibuildwheel_identifier_selects_its_rows(policy: Policy) -> None:
+    """Issue 24 item 9: cibuildwheel's identifiers select rows (every variant of that Python and arch)."""
+    rows = expand(policy)
+    got = {r.id for r in select(policy, rows, patterns=("cp312-manylinux_x86_64",))}
+    assert got == {f"{v}-py312-x86_64" for v in ("cpu", "cu126", "cu130", "cu132")}
+    got = {r.id for r in select(policy, rows, patterns=("cp31[13]-manylinux_aarch64",))}
+    assert got == {f"{v}-py31{m}-aarch64" for v in ("cpu", "cu126", "cu130", "cu132") for m in (1, 3)}
+    with pytest.raises(SelectionError, match="no row matches 'cp39-manylinux_x86_64'"):
+        select(policy, rows, patterns=("cp39-manylinux_x86_64",))
+    with pytest.raises(SelectionError, match="no row matches 'cp312-musllinux_x86_64'"):
+        select(policy, rows, patterns=("cp312-musllinux_x86_64",))
