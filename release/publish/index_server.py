@@ -258,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _daemonize_and_serve(args.root.resolve(), variants, args.port, args.owner_pid)
-        return start_or_stop(args.command, args.root, variants, args.port)
+        return start_or_stop(args.command, args.root, variants, getattr(args, "port", 0))  # stop has none
     except (InputError, StepFailed) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.return_code
