@@ -171,7 +171,7 @@ def run_release(
     passed every step; then check what pip and uv pick from the published indexes."""
     from release import records
     from release.audit.model import Expectation
-    from release.audit.report.page import render_release_html
+    from release.audit.report.release_page import render_release_html
     from release.audit.step import audit_step
     from release.policy.targets import DEFAULT_INDEX
     from release.publish.channels import rules_for

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from helpers_chromium import headless
 
-from release.audit.report.page import render_html, render_release_html
+from release.audit.report.page import render_html
+from release.audit.report.release_page import render_release_html
 from release.audit.report.render import gpu_table_rows
 from release.audit.run import audit_wheel, expectation_for_wheel
 from release.policy.load import load_policy

@@ -19,8 +19,8 @@ import pytest
 from helpers_chromium import Node, dump_dom, parse
 
 from release.audit.model import AuditResult
-from release.audit.report.page import render_release_html, wheel_section
-from release.audit.report.release_page import ALL_PASSED
+from release.audit.report.page import wheel_section
+from release.audit.report.release_page import ALL_PASSED, render_release_html
 from release.audit.report.render import gpu_table_rows
 from release.audit.run import audit_wheel, expectation_for_wheel
 from release.policy.load import load_policy

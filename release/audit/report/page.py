@@ -3,14 +3,13 @@
 No JavaScript, no external resources: the page opens from a file, from a CI artifact or
 from an index. Like the other renderers it only reads :class:`AuditResult` values.
 
-``<wheel>.audit.html`` is written beside each audit record; :func:`render_release_html`
-puts several wheels (a whole release) on one page, laid out by :mod:`release.audit.report.release_page`.
+``<wheel>.audit.html`` is written beside each audit record; the release page (``dist/audit.html``,
+every wheel of a release) is :mod:`release.audit.report.release_page`'s, built on this module.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
 
 from release.audit import registry
 from release.audit.model import AuditResult
@@ -156,11 +155,3 @@ def page(title: str, body: str, *, extra_style: str = "") -> str:
 def render_html(result: AuditResult) -> str:
     """One wheel's page."""
     return page(f"Audit of {result.wheel}", wheel_section(result))
-
-
-def render_release_html(results: Sequence[AuditResult], *, title: str = "Release audit") -> str:
-    """Several wheels on one page (``dist/audit.html``): where each runs, what failed, then each
-    wheel's report folded (:mod:`release.audit.report.release_page`)."""
-    from release.audit.report.release_page import render_release  # it builds on this module
-
-    return render_release(results, title=title)

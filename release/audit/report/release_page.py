@@ -158,7 +158,7 @@ def _folded(index: int, result: AuditResult) -> str:
     )
 
 
-def render_release(results: Sequence[AuditResult], *, title: str = "Release audit") -> str:
+def render_release_html(results: Sequence[AuditResult], *, title: str = "Release audit") -> str:
     """The whole page: the grid, the failing checks, then each wheel's report folded."""
     indexed = list(enumerate(results))
     if not indexed:
