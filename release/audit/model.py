@@ -286,6 +286,9 @@ class Library:
     fatbin_error: str | None  # FatbinError/ElfError message while reading .nv_fatbin
     # the functions of release/resources/cuda.toml's ``defines`` it exports (cuDriverGetVersion: the driver)
     defines: frozenset[str] = frozenset()
+    # the run-time lookup (dlsym) and kernel interface (ioctl) functions it imports, read only for a file
+    # exporting a driver function: a shim forwarding to libcuda.so.1 looks it up and never calls ioctl
+    imports: frozenset[str] = frozenset()
     relocatable: tuple[Fatbinary, ...] = ()  # __nv_relfatbin: device-link input, not what runs
     unit_kernels: tuple[bool | None, ...] = ()  # per fatbin: holds kernels? None: could not tell
     kernels_unknown: str | None = None  # why some unit could not be looked into

@@ -50,7 +50,7 @@ _MAJOR_KEY = re.compile(r"^cuda(\d{2})$")
 _CC = re.compile(r"^(\d{1,2})\.(\d)$")
 _VERSION = re.compile(r"^(\d{1,2})\.(\d{1,2})$")
 _DRIVER = re.compile(r"^\d{3,4}(\.\d{1,3}){1,2}$")
-_LIBRARY_KEYS = {"kind", "title", "family", "defines"}
+_LIBRARY_KEYS = {"kind", "title", "family", "defines", "calls"}
 _SHIPPING_KEYS = {"package", "installs_to", "soname"}
 
 
@@ -86,6 +86,8 @@ class CudaLibrary:
     family: bool  # the stem is a prefix: it covers every library whose stem starts with it
     defines: tuple[str, ...]  # functions only this library defines: how a renamed copy is known
     shipping: tuple[Shipping, ...]  # by CUDA major, oldest first
+    # functions only the library's own implementation imports, never a shim forwarding to it (ioctl)
+    calls: tuple[str, ...] = ()
 
     @property
     def is_driver(self) -> bool:
@@ -278,6 +280,9 @@ def _library(stem_: str, raw: object) -> CudaLibrary:
         raise _fail(f"{where}.family", "must be true or false")
     if not isinstance(defines, list):
         raise _fail(f"{where}.defines", "must be a list of symbol names")
+    calls = raw.get("calls", [])
+    if not isinstance(calls, list):
+        raise _fail(f"{where}.calls", "must be a list of symbol names")
     return CudaLibrary(
         stem_,
         cast(Kind, kind),
@@ -285,6 +290,7 @@ def _library(stem_: str, raw: object) -> CudaLibrary:
         family,
         tuple(_str(d, f"{where}.defines") for d in defines),
         tuple(sorted(shipping, key=lambda s: s.cuda_major)),
+        tuple(_str(d, f"{where}.calls") for d in calls),
     )
 
 

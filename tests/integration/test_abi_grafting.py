@@ -118,6 +118,37 @@ def test_a_driver_is_known_by_the_functions_it_exports(tmp_path: Path) -> None:
     assert "is the CUDA driver (libhelper.so), known by the functions it exports (cuDriverGetVersion)" in msg
 
 
+# a driver-API shim, as XLA's in jax_cuda12_plugin/libmosaic_gpu_runtime.so: it exports the driver's functions
+# and forwards each to the libcuda.so.1 it opens at run time
+_SHIM = (
+    "\n#include <dlfcn.h>\ntypedef int (*fn)(int*); int cuDriverGetVersion(int* v) { "
+    'void* h = dlopen("libcuda.so.1", RTLD_NOW); fn f = h ? (fn)dlsym(h, "cuDriverGetVersion") : 0; '
+    "return f ? f(v) : 100; }"
+)
+
+
+def test_a_driver_api_shim_is_not_a_copy_of_the_driver(tmp_path: Path) -> None:
+    """Must pass: the driver's functions exported, none of its implementation's, functions looked up at run time."""
+    lib = gxx(tmp_path, soname="libmosaic_gpu_runtime.so", source=_SHIM)
+    with shipped_as(tmp_path, lib, member="pkg/lib/libmosaic_gpu_runtime.so") as c:
+        findings = hygiene.grafted_findings(c)
+    assert failing(findings) == []
+    (note,) = [f for f in findings if f.details.get("shim_of") == "libcuda"]
+    assert note.message.startswith("pkg/lib/libmosaic_gpu_runtime.so exports the CUDA driver's functions")
+    assert "a shim that forwards to the CUDA driver" in note.message
+
+
+def test_a_driver_copy_that_looks_functions_up_is_still_the_driver(tmp_path: Path) -> None:
+    """Must fail: the driver itself uses dlsym too; its kernel interface (ioctl) says it is the driver."""
+    source = _SHIM.replace("#include <dlfcn.h>", "#include <dlfcn.h>\n#include <sys/ioctl.h>") + (
+        " int cuInit(unsigned f) { return ioctl(3, f, 0); }"
+    )
+    lib = gxx(tmp_path, soname="libhelper.so", source=source)
+    with shipped_as(tmp_path, lib) as c:
+        (msg,) = failing(hygiene.grafted_findings(c))
+    assert "is the CUDA driver (libhelper.so), known by the functions it exports (cuDriverGetVersion)" in msg
+
+
 @pytest.mark.parametrize(
     ("soname", "node", "source"),
     [

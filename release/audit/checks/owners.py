@@ -28,8 +28,8 @@ from collections import defaultdict
 
 from release.audit.checks.loader import search_dirs, search_path
 from release.audit.model import Contents, Finding, Library, fail, ok
-from release.audit.reading.cuda_identity import Identity, identify, identify_name
-from release.resources.cuda import stem
+from release.audit.reading.cuda_identity import Identity, identify, identify_name, shim_of
+from release.resources.cuda import CudaLibrary, stem
 from release.runpath import installed_dir
 
 __all__ = ["grafted_findings", "owner_findings"]
@@ -214,9 +214,23 @@ def _graft_finding(path: str, ident: Identity, wheel_name: str) -> Finding | Non
     )
 
 
+def _shim_note(lib: Library, shim: CudaLibrary) -> Finding:
+    """A passing note: ``lib`` exports ``shim``'s functions but forwards to it at run time; not a copy."""
+    exported = sorted(set(shim.defines) & lib.defines)
+    return ok(
+        CHECK,
+        f"{lib.path} exports {shim.title}'s functions ({', '.join(exported)}) but looks them up at run time "
+        f"({', '.join(sorted(lib.imports))}) and never calls {', '.join(shim.calls)}, which {shim.title} itself "
+        f"does: a shim that forwards to {shim.title} of the user's system, not a copy of it",
+        lib.path,
+        shim_of=shim.stem,
+    )
+
+
 def grafted_findings(contents: Contents) -> list[Finding]:
     """No CUDA driver or runtime in the wheel, known by SONAME and content (see :mod:`release.audit.reading.cuda_identity`)."""
     out: list[Finding] = []
+    notes: list[Finding] = []
     inspected = {lib.path: lib for lib in contents.libraries}
     own: list[str] = []
     for member in contents.wheel.members:
@@ -225,6 +239,9 @@ def grafted_findings(contents: Contents) -> list[Finding]:
         lib = inspected.get(member.name)
         ident = identify(lib) if lib is not None else identify_name(member.name)
         if ident is None:
+            shim = shim_of(lib) if lib is not None else None
+            if lib is not None and shim is not None:
+                notes.append(_shim_note(lib, shim))
             continue
         finding = _graft_finding(member.name, ident, contents.wheel.name)
         if finding is not None:
@@ -247,4 +264,4 @@ def grafted_findings(contents: Contents) -> list[Finding]:
                 **({"own": own} if own else {}),
             )
         )
-    return out
+    return out + notes

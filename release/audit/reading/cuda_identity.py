@@ -6,7 +6,8 @@ A file is known as a library of :mod:`release.resources.cuda`, in this order, by
 2. a symbol version it defines: every NVIDIA library defines a version node named after its
    soname (``libcudart.so.13``), which a rename or a rewritten SONAME leaves in place;
 3. the functions only that library exports (the table's ``defines``: ``cuDriverGetVersion``
-   for the driver, which defines no version node);
+   for the driver, which defines no version node), unless the file is a shim of it (:func:`shim_of`:
+   it looks the real functions up at run time and never imports the table's ``calls``);
 4. its file name, for a file that is not readable as ELF (a link, a text file).
 
 Pure: the ELF facts were read once by :mod:`release.audit.reading.inspector`.
@@ -21,7 +22,7 @@ from packaging.utils import canonicalize_name
 from release.audit.model import Library, is_library_name
 from release.resources.cuda import CudaLibrary, cuda
 
-__all__ = ["Identity", "identify", "identify_name"]
+__all__ = ["Identity", "identify", "identify_name", "shim_of"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,19 @@ def identify(lib: Library) -> Identity | None:
                 return Identity(known, node, f"the symbol version it defines ({node})")
         for known in facts.libraries:
             hit = sorted(set(known.defines) & lib.defines)
-            if hit:
+            if hit and shim_of(lib) is not known:
                 return Identity(known, lib.name, f"the functions it exports ({', '.join(hit)})")
     return identify_name(lib.path)
+
+
+def shim_of(lib: Library) -> CudaLibrary | None:
+    """The library ``lib`` is a shim of: it exports that library's functions (``cuDriverGetVersion``), looks
+    functions up at run time (``dlsym``) and never calls what only the implementation calls (the driver's
+    kernel interface, ``ioctl``): it forwards to the real one (``dlopen("libcuda.so.1")``), as XLA's driver
+    stub in jax's CUDA plugin does, and is not a copy of it. None for anything else."""
+    if lib.elf is None or not lib.imports & {"dlsym", "dlvsym"}:
+        return None
+    for known in cuda().libraries:
+        if known.calls and set(known.defines) & lib.defines and not set(known.calls) & lib.imports:
+            return known
+    return None

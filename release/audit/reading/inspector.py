@@ -40,6 +40,8 @@ from release.binary.fatbin import (
 )
 from release.resources.cuda import cuda
 
+RUNTIME_LOOKUP = frozenset({"dlsym", "dlvsym"})  # how a shim finds the functions it forwards to
+
 __all__ = ["DEVICE_FILE_SUFFIXES", "inspect_libraries", "inspect_member"]
 
 DEVICE_FILE_SUFFIXES = (".cubin", ".fatbin", ".ptx")
@@ -74,6 +76,8 @@ def inspect_member(member: Member, *, embedded: bool = True) -> Library | None:
         return Library(member.name, member.path, member.sha256, None, _short(exc, member), False, (), None)
     defines = frozenset(name for name, sym in found.items() if sym.defined and sym.type == STT_FUNC)
     lib = _host_library(member, member.path, info, defines)
+    if defines & _driver_markers():  # the driver, or a shim forwarding to it: does it look functions up?
+        lib = replace(lib, imports=frozenset(s.name for s in undefined_symbols(member.path)) & _imports())
     try:
         if embedded:
             lib = replace(lib, embedded=find_embedded(member.path, info))
@@ -109,7 +113,7 @@ def with_embedded(member: Member, lib: Library | None, scanned: Scanned) -> Libr
     if lib is None or scanned is None:
         return lib
     if isinstance(scanned, str):  # inspect_member scans first: its error stops the rest, as there
-        base = _host_library(member, lib.file, lib.elf, lib.defines)
+        base = replace(_host_library(member, lib.file, lib.elf, lib.defines), imports=lib.imports)
         return replace(base, has_device_code=True, fatbin_error=scanned)
     return replace(lib, embedded=scanned)
 
@@ -191,6 +195,16 @@ def _device_file(member: Member, name: str) -> Library:
 def _markers() -> frozenset[str]:
     """The functions that tell a CUDA or driver library by its content (release/resources/cuda.toml)."""
     return frozenset(name for lib in cuda().libraries for name in lib.defines)
+
+
+def _imports() -> frozenset[str]:
+    """The imports that tell a driver library from a shim of it: run-time lookup, the kernel interface."""
+    return RUNTIME_LOOKUP | frozenset(name for lib in cuda().libraries for name in lib.calls)
+
+
+def _driver_markers() -> frozenset[str]:
+    """The functions that tell a driver library by its exports (cuDriverGetVersion)."""
+    return frozenset(name for lib in cuda().libraries if lib.is_driver for name in lib.defines)
 
 
 def _short(exc: Exception, member: Member) -> str:
