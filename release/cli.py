@@ -6,124 +6,27 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from release import early
+from release.cli_options import (
+    add_backend,
+    add_dist,
+    add_probe_timeout,
+    row_command,
+    rows_from_args,
+)
 from release.core import log
-from release.core.errors import InputError, SelectionError, WheelwrightError
-from release.policy.load import DEFAULT_POLICY, default_policy
+from release.core.errors import InputError, WheelwrightError
 from release.run_lock import LOCKED_COMMANDS, add_wait_option, command_lock
 
 if TYPE_CHECKING:  # the policy modules are imported by the commands that read a policy
-    from release.policy.matrix import Offered, Row
+    from release.policy.matrix import Row
     from release.policy.model import Policy
 
 PLAN_JSON_VERSION = 1
-
-
-def _load_offered(path: str | None) -> Offered | None:
-    if path is None:
-        return None
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the --offered file: {exc.strerror}") from None
-    from release.policy.matrix import load_offered
-
-    return load_offered(text, path)
-
-
-def resolve_rows(
-    policy: Policy,
-    *,
-    patterns: Sequence[str] = (),
-    platform: str | None = None,
-    pr: bool = False,
-    offered: Offered | None = None,
-) -> tuple[Row, ...]:
-    from release.core.machine import host_platform
-    from release.policy.matrix import check_offered, expand, pick_pr_row, select
-
-    rows = expand(policy)
-    if offered is not None and not pr:
-        check_offered(rows, offered)
-    if pr:
-        if patterns:
-            raise SelectionError("--pr chooses its one row by preference; drop the row globs")
-        return (pick_pr_row(rows, platform or host_platform(), offered),)
-    return select(policy, rows, patterns=tuple(patterns), platform=platform)
-
-
-def add_selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "rows",
-        nargs="*",
-        metavar="ROW_GLOB",
-        help="row id globs or their leading parts, e.g. 'cu130-*' or 'cu130-py312', or cibuildwheel identifiers "
-        "('cp312-manylinux_x86_64': every variant of that Python and arch) (default: all); the id of "
-        "any Python an abi3/py3-none row's wheel serves selects that row",
-    )
-    p.add_argument(
-        "--policy",
-        default=default_policy(os.environ),
-        help=f"policy file (default: $WHEELWRIGHT_POLICY, else {DEFAULT_POLICY}; here: %(default)s)",
-    )
-    p.add_argument(
-        "--arch",
-        dest="platform",
-        metavar="ARCH",
-        help="only rows for this CPU arch: x86_64, aarch64, or all (default: $WHEELWRIGHT_ARCH, else this "
-        "machine's arch for build/smoke/publish/release and all for plan/matrix; a glob that names an arch, "
-        "like 'cu130-py312-aarch64', selects that arch)",
-    )
-    p.add_argument(
-        "--pr", action="store_true", help="pull-request mode: one row, the newest CUDA on offer for the arch"
-    )
-    p.add_argument(
-        "--offered",
-        metavar="FILE",
-        help='JSON {"version": 1, "identifiers": [cibuildwheel ids], "images": [builder images]}; '
-        "fails naming every advertised row not offered",
-    )
-
-
-def row_command(
-    sub: argparse._SubParsersAction[Any],
-    name: str,
-    func: Callable[[argparse.Namespace], int],
-    help: str,
-    description: str | None = None,
-) -> argparse.ArgumentParser:
-    """A subcommand over selected rows: its parser, the row selection options, its function."""
-    p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
-    add_selection(p)
-    p.set_defaults(func=func)
-    return p
-
-
-def add_dist(p: argparse.ArgumentParser, what: str = "where built wheels are") -> None:
-    p.add_argument("--dist", default="dist", help=f"{what} (default: %(default)s)")
-
-
-def add_backend(p: argparse.ArgumentParser, what: str = "build backend") -> None:
-    p.add_argument(
-        "--backend",
-        choices=("auto", "host", "container"),
-        default="auto",
-        help=f"{what} (default: %(default)s)",
-    )
-
-
-def add_probe_timeout(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--probe-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="how long the smoke probe (import, then the check computation on the GPU) may run "
-        "(default: $WHEELWRIGHT_SMOKE_TIMEOUT, else 600)",
-    )
 
 
 def _add_verbosity(p: argparse.ArgumentParser, *, default: object) -> None:
@@ -137,46 +40,6 @@ def _add_verbosity(p: argparse.ArgumentParser, *, default: object) -> None:
         "-v", "--verbose", dest="level", action="store_const", const=log.VERBOSE, default=default,
         help="also every step's log as it happens, and the commands run",
     )  # fmt: skip
-
-
-MACHINE_ARCH_COMMANDS = frozenset({"build", "smoke", "publish", "release", "channels"})
-ARCH_ENV = "WHEELWRIGHT_ARCH"
-
-
-def selected_arch(
-    command: str, given: str | None, patterns: Sequence[str], env: Mapping[str, str], host: str
-) -> str | None:
-    """The CPU arch a selection is limited to (None: every arch), decided in one place (pure).
-
-    ``--arch`` wins, then ``$WHEELWRIGHT_ARCH``; ``all`` means every arch. Without either, the
-    commands that act on this machine (build, smoke, publish, release) take this machine's arch,
-    unless a glob names an arch itself; plan and matrix show every arch.
-    """
-    chosen = given or env.get(ARCH_ENV) or None
-    if chosen is not None:
-        return None if chosen == "all" else chosen
-    if command not in MACHINE_ARCH_COMMANDS:
-        return None
-    if any(arch in pattern for pattern in patterns for arch in ("x86_64", "aarch64")):
-        return None
-    return host
-
-
-def rows_from_args(args: argparse.Namespace) -> tuple[Policy, tuple[Row, ...]]:
-    from release.core.machine import host_platform
-    from release.policy.load import load_policy
-
-    policy = load_policy(args.policy)
-    rows = resolve_rows(
-        policy,
-        patterns=args.rows,
-        platform=selected_arch(
-            getattr(args, "command", "") or "", args.platform, args.rows, os.environ, host_platform()
-        ),
-        pr=args.pr,
-        offered=_load_offered(args.offered),
-    )
-    return policy, rows
 
 
 def plan_json(policy: Policy, rows: Sequence[Row]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from release.cli import add_backend, add_dist, add_probe_timeout, add_selection, rows_from_args
+from release.cli_options import add_backend, add_dist, add_probe_timeout, add_selection, rows_from_args
 from release.core import log
 from release.core.errors import InputError
 

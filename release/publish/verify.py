@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -233,14 +233,3 @@ def cmd_verify(args: argparse.Namespace) -> int:
     )
     print(f"ok: every index of target {args.target!r} {how.format(m=manifest.name)}")
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m release.publish.verify``: the same command outside ``python -m release``."""
-    from release.publish.verify_cli import main as cli_main
-
-    return cli_main(argv)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

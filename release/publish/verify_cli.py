@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from release.core.errors import InputError, WheelwrightError
-
-__all__ = ["DEFAULT_INDEX_ROOT", "DEFAULT_POLICY", "add_verify_parser", "main"]
-
+from release.core.errors import InputError
 from release.policy.load import DEFAULT_POLICY, default_policy
+
+__all__ = ["DEFAULT_INDEX_ROOT", "DEFAULT_POLICY", "add_verify_parser"]
 
 DEFAULT_INDEX_ROOT = Path(".wheelwright") / "index"
 DESCRIPTION = (  # release/publish/verify.py's second paragraph
@@ -102,21 +99,3 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN4
     )
     p.set_defaults(func=_run)
     return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m release.publish.verify``: the same command outside ``python -m release``."""
-    parser = argparse.ArgumentParser(prog="python -m release.publish.verify")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_verify_parser(sub)
-    args = parser.parse_args(["verify", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        code: int = args.func(args)
-    except WheelwrightError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.return_code
-    return code
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

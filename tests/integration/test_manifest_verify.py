@@ -33,7 +33,12 @@ from release.publish import signing
 from release.publish.index_client import download, remote_hashes
 from release.publish.local_index import LocalIndex, attach, stop
 from release.publish.plan import Credentials, read_auth
-from release.publish.verify import main as verify_main
+
+
+def verify_main(argv: list[str]) -> int:
+    """``python -m release verify ARGV``, in this process."""
+    return release_main(["verify", *argv])
+
 
 pytestmark = pytest.mark.integration
 REHEARSAL = "\n[target.rehearsal]\nrehearsal = true\nlocal_server = true\n"

@@ -17,12 +17,18 @@ from pathlib import Path
 
 import pytest
 
+from release.cli import main as release_main
 from release.core.hashing import sha256_file
 from release.policy.load import load_policy
 from release.policy.matrix import expand
 from release.publish import manifest as mf
-from release.publish.verify_cli import main as verify_main
 from release.wheelbuild.run import build_row
+
+
+def verify_main(argv: list[str]) -> int:
+    """``python -m release verify ARGV``, in this process."""
+    return release_main(["verify", *argv])
+
 
 pytestmark = pytest.mark.integration
 

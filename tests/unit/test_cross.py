@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from helpers_rows import rows_by_id
 
-from release.cli import selected_arch
+from release.cli_options import selected_arch
 from release.core.errors import ToolError
 from release.wheelbuild.cross import (
     CrossTarget,

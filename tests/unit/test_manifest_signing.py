@@ -11,10 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from release.cli import main as release_main
 from release.core.errors import CheckFailed, InputError
 from release.publish import manifest as mf
 from release.publish import signing
-from release.publish.verify_cli import main as verify_main
+
+
+def verify_main(argv: list[str]) -> int:
+    """``python -m release verify ARGV``, in this process."""
+    return release_main(["verify", *argv])
+
 
 ROOT = Path(__file__).resolve().parents[2]
 FILE = mf.ManifestFile(
