@@ -235,6 +235,36 @@ def test_cuda_library_shipped_in_the_wheel_is_its_own() -> None:
     assert not failing(found)
 
 
+def test_a_sibling_the_search_path_misses_is_named_as_shipped() -> None:
+    """Must fail, naming the sibling: shipped beside the library, but the loader does not look there."""
+    sibling = lib("pkg/lib/libcublasLt.so.13", info=elf(needed=("libc.so.6",), runpath=("$ORIGIN",)))
+    for entries in ((), ("$ORIGIN/../other",)):
+        info = elf(needed=("libcublasLt.so.13",), runpath=entries)
+        (msg,) = failing(loader.check(contents(lib("pkg/lib/libk.so", info=info), sibling), cuda()))
+        assert msg.startswith(
+            "libk.so needs libcublasLt.so.13, which the wheel ships (pkg/lib/libcublasLt.so.13)"
+        )
+        assert "neither the wheel" not in msg and msg.endswith("; add '$ORIGIN'")
+        assert (
+            "RUNPATH ['$ORIGIN/../other'] does not reach pkg/lib" if entries else "no RPATH/RUNPATH"
+        ) in msg
+
+
+def test_a_sibling_the_search_path_reaches_passes() -> None:
+    sibling = lib("pkg/lib/libcublasLt.so.13", info=elf(needed=("libc.so.6",), runpath=("$ORIGIN",)))
+    info = elf(needed=("libcublasLt.so.13",), runpath=("$ORIGIN/../lib",))
+    assert not failing(loader.check(contents(lib("pkg/ext/libk.so", info=info), sibling), cuda()))
+
+
+def test_the_package_named_is_of_the_sonames_own_cuda_major() -> None:
+    """A wheel of libraries for several CUDA releases (bitsandbytes): libcudart.so.12 is CUDA 12's, on any train."""
+    info = elf(needed=("libcudart.so.12",), runpath=())
+    (msg,) = failing(loader.check(contents(lib("pkg/lib/libk_cuda128.so", info=info)), cuda(packages=())))
+    assert msg.endswith(
+        "; for CUDA 12 nvidia-cuda-runtime-cu12 ships it (installs to nvidia/cuda_runtime/lib): declare it"
+    )
+
+
 def test_grafted_runtime_copy_fails() -> None:
     info = elf(needed=("libcudart-1a2b3c4d.so.13",), runpath=("$ORIGIN/../../pkg.libs",))
     graft = lib("pkg.libs/libcudart-1a2b3c4d.so.13", info=elf(needed=()))

@@ -12,7 +12,9 @@ libraries into ``installs_to`` under it (``nvidia/cu13/lib``).
   RPATH when there is no RUNPATH, as the loader does) must resolve to the declared
   package's ``installs_to``. A CUDA library shipped in the wheel itself and reached
   through the search path is the wheel's own (a CUDA package's own wheel ships its libraries);
-  a CUDA library that neither the wheel nor a declared package provides fails.
+  one the wheel ships where the search path does not reach fails as such (the sibling is there,
+  the loader does not look there); a CUDA library that neither the wheel nor a declared package
+  provides fails.
 * The driver (``libcuda.so.1`` and the other driver libraries) comes from the system, never from a
   package: linking it needs no search path.
 * A CPU wheel links no CUDA library at all.
@@ -117,9 +119,12 @@ def _cuda_major(expectation: Expectation) -> int | None:
 
 
 def _who_ships(needed: str, expectation: Expectation) -> str:
-    """``; for CUDA 13 nvidia-cublas ships it (installs to nvidia/cu13/lib): declare it`` or nothing."""
+    """``; for CUDA 13 nvidia-cublas ships it (installs to nvidia/cu13/lib): declare it`` or nothing.
+
+    The CUDA major is the soname's own when one release ships it (``libcudart.so.12`` is CUDA 12's, whatever
+    the train: a wheel of libraries for several CUDA releases, as bitsandbytes, links each), else the train's."""
     known = cuda.library(needed)
-    major = _cuda_major(expectation)
+    major = (known.cuda_major_of(needed) if known is not None else None) or _cuda_major(expectation)
     shipping = known.shipped_for(major) if known is not None and major is not None else None
     if shipping is None:
         return ""
@@ -157,6 +162,28 @@ def wrong_soname(lib: Library, needed: str, provider: CudaPackage, expectation: 
         lib.path,
         needed=needed,
         package=provider.name,
+    )
+
+
+def _not_on_search_path(
+    lib: Library, needed: str, member: str, installed_as: str, tag: str, entries: tuple[str, ...]
+) -> Finding:
+    """The wheel ships the CUDA library ``lib`` needs (``member``), but ``lib``'s search path misses its folder."""
+    folder = posixpath.dirname(installed_as)
+    origin = installed_dir(lib.path)
+    fix = origin_entry(folder, origin) if origin is not None else None
+    where = f"its {tag} {list(entries)} does not reach" if entries else "it has no RPATH/RUNPATH to reach"
+    return fail(
+        CHECK,
+        f"{lib.name} needs {needed}, which the wheel ships ({member}), but {where} {folder or 'site-packages'}: "
+        f"the loader looks for a library in the folders of the search path, not beside the file that needs it, "
+        f"so loading {lib.name} fails with '{needed}: cannot open shared object file' unless something loaded "
+        f"{needed} first (or the system's loader cache holds another one)"
+        + (f"; add {fix!r}" if fix is not None else ""),
+        lib.path,
+        needed=needed,
+        shipped=member,
+        search_path={tag: list(entries)},
     )
 
 
@@ -200,6 +227,12 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
                 shipped = [d for d in dirs if posixpath.join(d, needed) in installed]
                 if shipped:
                     reached.append(f"{lib.path} -> {needed} (shipped in the wheel: {shipped[0]})")
+                    continue
+                elsewhere = sorted(p for p in installed if p.rsplit("/", 1)[-1] == needed)
+                if elsewhere:
+                    out.append(
+                        _not_on_search_path(lib, needed, installed[elsewhere[0]], elsewhere[0], tag, entries)
+                    )
                     continue
                 out.append(
                     fail(
