@@ -28,6 +28,9 @@ def scan(name: str, text: bytes, chunk: int = 1 << 20) -> tuple[str, ...]:
         ),
         ("pkg-1.0.data/scripts/run", b"#!/bin/sh\nexec /home/alice/venv/bin/python -m pkg\n"),
         ("pkg/build.txt", b"built in /tmp/pip-build-env-abc123de/overlay\n"),
+        # code, not an example: cumm 0.6.3's cumm/gemm/cutlasstest.py
+        ("pkg/a.py", b'CUTLASS_ROOT = Path("/home/yy/Projects/cutlass")\n'),
+        ("pkg/a.py", b'>>>x = "/home/alice/venv"\n'),  # no prompt: '>>>' must be followed by a blank
     ],
 )
 def test_a_build_machine_path_is_found(name: str, text: bytes) -> None:
@@ -42,6 +45,12 @@ def test_a_build_machine_path_is_found(name: str, text: bytes) -> None:
         ("pkg/a.py", b'URL = "https://example.org/home/runner/work/"\n'),  # part of a URL
         ("pkg/a.py", b"cuda_home = '/usr/local/cuda'\n"),  # a conventional default, not a build machine's
         ("pkg/a.py", b'LOG = "/tmp/output.txt"\n'),  # a run-time temporary file
+        # a docstring's example (torchaudio 2.11.1): a user's path, shown after a doctest prompt
+        (
+            "pkg/a.py",
+            b'        >>> dataset = torchaudio.datasets.LibriMix("/home/datasets/", subset="test")\n',
+        ),
+        ("pkg/a.py", b'    ...     root="/home/alice/data",\n'),
         ("pkg/data.bin.txt", b"\0\0/tmp/tmpab12cd34/x\n"),  # binary
     ],
 )

@@ -12,8 +12,9 @@ lies under a directory that exists only on a build machine:
 * a user's home (``/home/<name>/``);
 * a versioned CUDA toolkit install (``/usr/local/cuda-13.0/``) or the HPC SDK.
 
-and it is a value, not prose: in a ``.py`` file a string literal that starts with it; elsewhere a
-quoted string, an assignment, a CMake argument or a line of its own; never a comment line. (torch
+and it is a value, not prose: in a ``.py`` file a string literal that starts with it, never on a
+doctest line (``>>>``, ``...``: a docstring's example); elsewhere a quoted string, an assignment, a
+CMake argument or a line of its own; never a comment line. (torch
 2.14.1's ``ATenConfig.cmake`` sets ``ATEN_INCLUDE_DIR "/tmp/tmpzagopw2n/wheel/platlib/torch/include"``.)
 
 The extraction pass feeds every such member through a :class:`Scanner` in chunks
@@ -60,6 +61,9 @@ _ROOTS = (
 _QUOTED = re.compile(rb"[\"'](" + _ROOTS + rb")")
 _VALUE = re.compile(rb"(?:^|[\"'=(\s:;,])(" + _ROOTS + rb")")
 _COMMENT = re.compile(rb"^\s*(?:#|//|;|--)")
+# a docstring's example in a .py file: a doctest prompt (torchaudio 2.11.1's
+# '>>> dataset = torchaudio.datasets.LibriMix("/home/datasets/", ...)' shows a user's path, not the build's)
+_DOCTEST = re.compile(rb"^\s*(?:>>>|\.\.\.)(?:\s|$)")
 
 
 def scanner_for(name: str) -> Scanner | None:
@@ -79,6 +83,7 @@ class Scanner:
 
     def __init__(self, *, python: bool) -> None:
         self.pattern = _QUOTED if python else _VALUE
+        self.prose = _DOCTEST if python else None
         self.hits: list[str] = []
         self.count = 0
         self._tail = b""
@@ -109,6 +114,8 @@ class Scanner:
             line = data[start:end]
             at = end + 1
             if _COMMENT.match(line) or self.pattern.search(line) is None:
+                continue
+            if self.prose is not None and self.prose.match(line):
                 continue
             self.count += 1
             if len(self.hits) < MAX_HITS:
