@@ -204,6 +204,14 @@ def test_absolute_and_relative_entries_fail_in_any_library() -> None:
     assert "working directory" in msgs[2]
 
 
+def test_an_entry_repeated_is_one_finding() -> None:
+    """cucim 26.10's libcucim.so.26 has RUNPATH ':::::::': one empty entry, one finding, not eight."""
+    info = elf(needed=("libc.so.6",), runpath=("",) * 8 + ("/opt/x", "/opt/x"))
+    msgs = failing(loader.check(contents(lib("pkg/libk.so", info=info)), CPU))
+    assert len(msgs) == 2 and "has an empty RUNPATH entry ('::::::::/opt/x:/opt/x')" in msgs[0]
+    assert "absolute RUNPATH entry '/opt/x'" in msgs[1]
+
+
 def test_runpath_wins_over_rpath() -> None:
     info = elf(rpath=(RPATH,), runpath=("$ORIGIN",))
     assert any(

@@ -79,7 +79,7 @@ def _bad_entries(lib: Library) -> list[Finding]:
     assert lib.elf is not None
     out = []
     for tag, entries in (("RPATH", lib.elf.rpath), ("RUNPATH", lib.elf.runpath)):
-        for entry in entries:
+        for entry in dict.fromkeys(entries):  # each entry once: cucim's RUNPATH ':::::::' is one empty entry
             if is_origin_entry(entry):
                 continue
             if entry.startswith("/"):
