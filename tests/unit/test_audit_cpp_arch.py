@@ -119,6 +119,25 @@ def test_a_cross_toolchain_for_another_architecture() -> None:
     assert "a cross toolchain for" in chain.describe()
 
 
+def test_under_emulation_the_native_gxx_of_the_real_machine_is_never_used(tmp_path: Path) -> None:
+    """An audit run by an emulated aarch64 Python (qemu-user: the machine says aarch64, while the PATH's
+    g++ is the real machine's and builds x86_64) must not link an aarch64 wheel's SDK with it: the probe
+    sees the x86_64 output and takes the target's cross compilers (must pass); without them it cannot
+    run and says so (must fail closed)."""
+    chain = toolchain(Target(OTHER, "its platform tag manylinux_2_27_aarch64"), host=OTHER)
+    assert chain.cross and Path(chain.gxx).name == f"{CROSS_GCC.removesuffix('-gcc')}-g++"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("gcc", "g++", "cc1", "as", "ld"):
+        found = shutil.which(name)
+        if found is not None:
+            (bin_dir / name).symlink_to(found)
+    with pytest.raises(
+        ToolError, match="aarch64-linux-gnu-gcc and aarch64-linux-gnu-g\\+\\+ are not on PATH"
+    ):
+        toolchain(Target(OTHER, "its platform tag manylinux_2_27_aarch64"), host=OTHER, path=str(bin_dir))
+
+
 def test_no_toolchain_for_the_wheels_architecture_cannot_run(tmp_path: Path) -> None:
     """Must fail closed: no cross compiler on the search path stops the check (exit 3) with the package to
     install; this machine's own compilers are never used instead."""

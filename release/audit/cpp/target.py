@@ -10,9 +10,10 @@ ELF machine (``e_machine``) of the SDK's libraries (:func:`decide`). A library o
 the target is a finding of its own, told without any tool (:func:`foreign_libraries`): no consumer on the
 target can link it.
 
-A compiler of the wrong architecture never gives a verdict: a cross compiler is used only after it has
-linked a small program whose ELF machine is the target's (:func:`toolchain`, once per process); without
-one the check cannot run here and says so, naming the package to install (:class:`ToolError`, exit 3,
+A compiler of the wrong architecture never gives a verdict: a compiler is used only after it has
+linked a small program whose ELF machine is the target's (:func:`toolchain`, once per process; the native
+``g++`` too, which under qemu-user emulation is the real machine's and builds its arch, so there the
+target's cross compilers are taken instead); without one the check cannot run here and says so, naming the package to install (:class:`ToolError`, exit 3,
 the way a missing ``g++`` stops the audit).
 """
 
@@ -179,9 +180,12 @@ def toolchain(target: Target, *, host: str | None = None, path: str | None = Non
     search = os.environ.get("PATH", os.defpath) if path is None else path
     gcc_name, gxx_name, _ld = tool_names(target.arch, here)
     if target.arch == here:
-        return Toolchain(
-            target.arch, proc.which(gcc_name, path=search), proc.which(gxx_name, path=search), False
-        )
+        gcc, gxx = proc.which(gcc_name, path=search), proc.which(gxx_name, path=search)
+        if target.arch is None or target.arch not in TRIPLETS or _probe(gcc, gxx, target.arch) is None:
+            return Toolchain(target.arch, gcc, gxx, False)
+        # "this machine" is an emulated one (qemu-user runs this Python, the PATH's g++ is the real
+        # machine's): its gcc builds another arch, so the target's cross compilers, probed, or nothing
+        gcc_name, gxx_name = f"{TRIPLETS[target.arch]}-gcc", f"{TRIPLETS[target.arch]}-g++"
     packages = CROSS_PACKAGES.get(target.arch)
     install = (
         f"install Debian's {packages} (apt-get install {packages})"
