@@ -132,6 +132,8 @@ def test_no_index_is_exit_3_naming_the_fix(tmp_path: Path, capsys: pytest.Captur
     with pytest.MonkeyPatch.context() as m:
         for k, v in env.items():
             m.setenv(k, v)
+        m.delenv("PIP_FIND_LINKS", raising=False)
+        m.delenv("PIP_EXTRA_INDEX_URL", raising=False)
         code = cli.main(["trains", "--check", "--policy", str(ROOT / "rows.toml")])
     assert code == 3
     err = capsys.readouterr().err
