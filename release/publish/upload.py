@@ -381,7 +381,9 @@ def _read_back(p: PreparedPublish, uploaded: Sequence[str]) -> list[str]:
         problems.append(
             str(served_problem(c.filename, c.local_sha256, c.remote_sha256, served, replaced=c.describe()))
         )
-    problems += PublishPlan((), (), (), now.unexpected).problems()
+    problems += unexpected_problems(
+        now.unexpected, variant=p.variant, variants=p.target.indexes, where=p.where
+    )
     if problems:
         return problems
     for name in uploaded:  # verified means downloaded: the bytes this run sent, as the index serves them
