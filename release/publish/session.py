@@ -62,8 +62,8 @@ def sweep_staging(root: Path, log: Log, *, legacy: Path | None = None) -> list[P
     """Remove the staging folders of runs that ended without cleaning up: this user's folders
     under ``root`` whose run is gone: its pid no longer lives, or lives as another process (a start
     time other than the one the folder's name records; :func:`release.core.liveness.same_process`).
-    A folder whose run cannot be proved gone is kept. (And, under ``legacy``, dist/.publish, the
-    place an earlier version kept them; call it holding dist/'s lock)."""
+    A folder whose run cannot be proved gone is kept. (And, by the same rule, under ``legacy``,
+    dist/.publish, the place an earlier version kept them; call it holding dist/'s lock)."""
     removed: list[Path] = []
     me = os.getuid()
     found = [(f, STAGING_PREFIX) for f in sorted(root.glob(f"{STAGING_PREFIX}*"))]
@@ -78,7 +78,7 @@ def sweep_staging(root: Path, log: Log, *, legacy: Path | None = None) -> list[P
         if owner is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != me:
             continue
         pid, ticks = owner
-        if prefix == STAGING_PREFIX and liveness.same_process(pid, ticks):
+        if liveness.same_process(pid, ticks):
             continue  # a run still going (any dist/; this one's own included), checked by its start time
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)

@@ -150,9 +150,15 @@ def test_a_staging_folder_is_swept_only_when_its_run_is_proved_gone(tmp_path: Pa
         }
         for folder in folders.values():
             folder.mkdir()
+        legacy = tmp_path / "dist" / ".publish"  # where an earlier version staged: the same rule
+        (legacy / f"staging-{live.pid}-eeee").mkdir(parents=True)
+        (legacy / f"staging-{gone}-ffff").mkdir()
         lines: list[str] = []
-        removed = sweep_staging(tmp_path, lines.append)
-        assert sorted(removed) == sorted([folders["reused"], folders["dead"]])
+        removed = sweep_staging(tmp_path, lines.append, legacy=legacy)
+        assert sorted(removed) == sorted(
+            [folders["reused"], folders["dead"], legacy / f"staging-{gone}-ffff"]
+        )
+        assert (legacy / f"staging-{live.pid}-eeee").is_dir()
         assert folders["alive"].is_dir() and folders["old-alive"].is_dir()
         assert (
             f"removed {folders['reused']}: a staging folder left by an earlier run (pid {live.pid})"
