@@ -326,7 +326,9 @@ def attach(root_dir: Path, *, password: str | None = None, username: str = DEFAU
     root = root_dir.resolve()
     state = _read_state(root)
     if state is None or not _is_our_server(int(state.get("pid", 0))):
-        raise StepFailed(f"{root}: no local index is running there (start one: python -m release index start --root ROOT)")
+        raise StepFailed(
+            f"{root}: no local index is running there (start one: python -m release index start --root ROOT)"
+        )
     if password is None:
         try:
             password = (root / PASSWORD_FILE).read_text(encoding="utf-8").strip()

@@ -78,9 +78,7 @@ def ensure_local_index(
             return index
         _not_in_use(root, "restart the local index with more variants")
         stop(root)
-    log.info(
-        f"==> starting a local index under {root} (stop it: python -m release index stop --root {root})"
-    )
+    log.info(f"==> starting a local index under {root} (stop it: python -m release index stop --root {root})")
     return start_detached(list(variants), root)
 
 
