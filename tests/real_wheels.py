@@ -258,3 +258,131 @@ def x86_64_twin(key: str) -> Path:
             except FetchError as exc:
                 pytest.fail(str(exc), pytrace=False)
     pytest.fail(f"no x86_64 twin of {AARCH64_BY_KEY[key].filename} is pinned", pytrace=False)
+
+
+# The survey of real CUDA wheels (docs/survey.md, issue 24 item 3): popular CUDA wheels of many projects, each
+# audited standalone from an empty folder. x86_64, CPython 3.12 (or abi3/py3); tests/integration/
+# test_audit_survey.py audits SURVEY_TESTED, the small ones (214 MB together), and asserts each verdict.
+SURVEY_PINS: tuple[Pin, ...] = (
+    _pin(
+        "bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64.whl",
+        "55348a9a4a21bfd99cf8c7b32fe67b4030ae5c2a05738e03c1747f65fa6ec283",
+    ),
+    _pin(
+        "ctranslate2-4.8.5-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+        "86876e8b579ef61e4d1402002f7728fca40967fe79ac2ef71a65d1b8dc5a18ee",
+    ),
+    _pin(
+        "cucim_cu12-26.10.0-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+        "fd4caff89d9f99a7ea51386c71583c922abed0cd79ef35ee493563d780c100ad",
+    ),
+    _pin(
+        "cuda_bindings-13.5.0-cp312-cp312-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
+        "a46a8cc84112d769d0f57bf3ae3fedc115cf09348f14da85a1a8200968b6f262",
+    ),
+    _pin(
+        "cumm_cu120-0.6.3-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        "4e7c5911ccc99855154f5f2e1dd8602464769847232f8fcef3110b8ab2f5abd4",
+    ),
+    _pin(
+        "cupy_cuda12x-14.2.0-cp312-cp312-manylinux2014_x86_64.whl",
+        "f82141761f2c81905d49387464ae29438887956d99063381c93a1d5d1b7d32e8",
+    ),
+    _pin(
+        "cupy_cuda13x-14.2.0-cp312-cp312-manylinux2014_x86_64.whl",
+        "9aafadbe29db3d4285026044aafeb28f2a3de4bd0df70718ec6892b7d27a4ded",
+    ),
+    _pin(
+        "cutensor_cu12-2.8.1-py3-none-manylinux2014_x86_64.whl",
+        "07193cd98a7132ace004c0cc501756a56dcf8a4b1a611c7804816eae3a03eb75",
+    ),
+    _pin(
+        "cuvs_cu12-26.10.0-cp311-abi3-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
+        "6b4ba981a47ec588abd280d6f72e170b7c8f842917a310df996261e999d1f6d8",
+    ),
+    _pin(
+        "faiss_gpu_cu12-1.14.1.post1-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        "d997b9a4d9c7697e3ce39576edb91733c20ac2e81b455b4c08afea9d69e894cf",
+    ),
+    _pin(
+        "jax_cuda12_pjrt-0.12.0.1-py3-none-manylinux_2_27_x86_64.whl",
+        "5ec28e06198d094031c37590b4ea753ae8cde4879ab4b60baf40f0dffb673286",
+    ),
+    _pin(
+        "jax_cuda12_plugin-0.12.0.1-cp312-cp312-manylinux_2_27_x86_64.whl",
+        "61dc67a8341ad6a0bb59631307914581ad16055f6c5635a2b7e57dfffb77e466",
+    ),
+    _pin(
+        "jax_cuda13_plugin-0.12.0.1-cp312-cp312-manylinux_2_27_x86_64.whl",
+        "6028faf179e7aa7cc64100ed3c7c7b1b11346f5aa05d5e9e33e8fe60c5289fa1",
+    ),
+    _pin(
+        "librmm_cu12-26.10.0-py3-none-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
+        "c4269c256b35364007c8c53c15060fd04c9762c488c943ea8ab7ede37234beaa",
+    ),
+    _pin(
+        "nvidia_dali_cuda120-2.4.0-py3-none-manylinux_2_28_x86_64.whl",
+        "8be1bf9137cf4e3a62b51db5de818226ef6c81ec17791672d06ed5351d6e8eb1",
+    ),
+    _pin(
+        "nvmath_python-1.0.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "74127b86957521fc5434a3b90c20be9e0fb45fe497cef17e12d3e776cf241cbd",
+    ),
+    _pin(
+        "onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "05d548956197b9d01f59b625de740e0d6be3593f874e241a12dc0362650ecdf7",
+    ),
+    _pin(
+        "pylibraft_cu12-26.10.0-cp311-abi3-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
+        "103b13d37424b2239237ed2d1fb1948bc4b296c4addf93c478eb791a89ca09d0",
+    ),
+    _pin(
+        "rmm_cu12-26.10.0-cp311-abi3-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
+        "59e7cdf116d5a92aa986abc73cd876eb1dd6c43f2df216773dcacca05cd04b85",
+    ),
+    _pin(
+        "sgl_kernel-0.3.21-cp310-abi3-manylinux2014_x86_64.whl",
+        "57dfb3a2a3cd759f499c32e2bad5f6489b7c58f7f9a84ee00c53ec92d303aaab",
+    ),
+    _pin(
+        "spconv_cu126-2.3.8-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "88002b375d33561ac956e29e00dade16cad11d0e3413630a8ef35e92ddfda6e1",
+    ),
+    _pin(
+        "torchaudio-2.11.1-py3-none-manylinux_2_28_x86_64.whl",
+        "0173b5b51e1368aa88de3cbe4e98508b5e9df4d8d59356c4e1fbc830c96191ef",
+    ),
+    _pin(
+        "triton-3.9.0-cp312-abi3-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+        "5e52ab4e2f1d64f0ac494c9aa723697b793f81a91c4cae4c36608ca0bc4267bf",
+    ),
+    _pin(
+        "warp_lang-1.19.0-py3-none-manylinux_2_28_x86_64.whl",
+        "c797f5f4aa9925f676e20dd28e5416fee794499f3f3c0a5b66f2d4dfc2de9e32",
+    ),
+    _pin(
+        "xformers-0.0.35-py39-none-manylinux_2_28_x86_64.whl",
+        "ccc73c7db9890224ab05f5fb60e2034f9e6c8672a10be0cf00e95cbbae3eda7c",
+    ),
+)
+SURVEY_BY_KEY = {pin.key: pin for pin in SURVEY_PINS}
+# the ones the test audits, smallest first
+SURVEY_TESTED = (
+    "rmm_cu12",
+    "torchaudio",
+    "xformers",
+    "jax_cuda12_plugin",
+    "cucim_cu12",
+    "cumm_cu120",
+    "ctranslate2",
+    "bitsandbytes",
+    "cupy_cuda13x",
+)
+
+
+def survey_wheel(key: str) -> Path:
+    """The pinned survey wheel ``key`` (``cupy_cuda13x``), or the test fails saying why."""
+    try:
+        return fetch(SURVEY_BY_KEY[key])
+    except FetchError as exc:
+        pytest.fail(str(exc), pytrace=False)
