@@ -47,7 +47,9 @@ def test_a_library_that_cannot_load_fails_saying_so(
     assert [f["check"] for f in said] == [check], failing
     # the GPU table's findings say why it runs nowhere (with a claim, the gpus check runs)
     gpus = [f for f in failing if f["check"] == "gpus"]
-    assert all("it cannot be loaded (relocatable device code never device-linked)" in f["message"] for f in gpus)
+    assert all(
+        "it cannot be loaded (relocatable device code never device-linked)" in f["message"] for f in gpus
+    )
     assert bool(gpus) == (check == "device_code")
     assert "__cudaRegisterLinkedBinary_" in said[0]["message"] and "no SASS" not in said[0]["message"]
     lib = _library(result, "libgx.so")
