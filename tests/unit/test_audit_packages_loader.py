@@ -199,9 +199,33 @@ def test_absolute_and_relative_entries_fail_in_any_library() -> None:
     info = elf(needed=("libc.so.6",), runpath=(RPATH, "/usr/local/cuda/lib64", "/tmp/build/lib", "lib"))
     msgs = failing(loader.check(contents(lib("pkg/_ext.so", info=info)), CPU))
     assert len(msgs) == 3
-    assert "absolute RUNPATH entry '/usr/local/cuda/lib64'" in msgs[0] and "build machine" in msgs[0]
+    assert (
+        "absolute RUNPATH entry '/usr/local/cuda/lib64'" in msgs[0]
+        and "installed at /usr/local/cuda" in msgs[0]
+    )
     assert "temporary build directory" in msgs[1]
     assert "working directory" in msgs[2]
+
+
+@pytest.mark.parametrize(
+    ("entry", "toolkit"),
+    [
+        ("/usr/local/cuda/lib64", "/usr/local/cuda"),  # nvidia-dali-cuda120 2.4.0's libdali.so
+        ("/opt/rocm/lib", "/opt/rocm"),  # bitsandbytes 0.50.2's ROCm libraries
+        ("/usr/local/cuda", "/usr/local/cuda"),
+        ("/usr/local/cuda-12.1/targets/x86_64-linux/lib", None),  # the build's own toolkit release
+        ("/usr/local/cudax/lib", None),
+    ],
+)
+def test_a_system_toolkit_entry_is_named_as_the_users_toolkit(entry: str, toolkit: str | None) -> None:
+    info = elf(needed=("libc.so.6",), runpath=(entry,))
+    (msg,) = failing(loader.check(contents(lib("pkg/libk.so", info=info)), CPU))
+    if toolkit is not None:
+        assert (
+            f"it points at whatever toolkit the user's machine has installed at {toolkit} (any release" in msg
+        )
+    else:
+        assert "it points into the build machine's filesystem" in msg
 
 
 def test_an_entry_repeated_is_one_finding() -> None:

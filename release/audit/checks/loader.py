@@ -32,6 +32,7 @@ RUNPATH still loads: only this check catches it before a user does.
 from __future__ import annotations
 
 import posixpath
+import re
 
 from release.audit.checks.link_state import cannot_load
 from release.audit.model import Check, Contents, Expectation, Finding, Library, fail, ok
@@ -41,6 +42,8 @@ from release.resources.cuda import stem
 from release.runpath import installed_dir, is_origin_entry, origin_entry, resolve
 
 CHECK = "loader"
+# a toolkit's conventional, unversioned install prefix: it exists on users' machines too, holding their toolkit
+_SYSTEM_TOOLKIT = re.compile(r"^/(?:usr/local/cuda|opt/rocm)(?=/|$)")
 DEVICE_CODE = "device_code"  # the check that reports a library that cannot load when it runs
 
 
@@ -83,6 +86,7 @@ def _bad_entries(lib: Library) -> list[Finding]:
             if is_origin_entry(entry):
                 continue
             if entry.startswith("/"):
+                toolkit = _SYSTEM_TOOLKIT.match(entry)
                 where = (
                     "a temporary build directory"
                     if entry.startswith(("/tmp", "/var/tmp"))  # noqa: S108 - naming, not using, them
@@ -91,7 +95,12 @@ def _bad_entries(lib: Library) -> list[Finding]:
                 out.append(
                     fail(
                         CHECK,
-                        f"{lib.name} has an absolute {tag} entry {entry!r}: it points into {where}, which "
+                        f"{lib.name} has an absolute {tag} entry {entry!r}: it points at whatever toolkit the "
+                        f"user's machine has installed at {toolkit[0]} (any release, or none), whose libraries "
+                        "the loader then takes before the system's and the declared packages' own; use "
+                        "$ORIGIN-relative entries"
+                        if toolkit is not None
+                        else f"{lib.name} has an absolute {tag} entry {entry!r}: it points into {where}, which "
                         "does not exist (or holds something else) on a user's machine; use $ORIGIN-relative entries",
                         lib.path,
                         entry=entry,
