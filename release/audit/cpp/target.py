@@ -180,9 +180,9 @@ def toolchain(target: Target, *, host: str | None = None, path: str | None = Non
     search = os.environ.get("PATH", os.defpath) if path is None else path
     gcc_name, gxx_name, _ld = tool_names(target.arch, here)
     if target.arch == here:
-        gcc, gxx = proc.which(gcc_name, path=search), proc.which(gxx_name, path=search)
-        if target.arch is None or target.arch not in TRIPLETS or _probe(gcc, gxx, target.arch) is None:
-            return Toolchain(target.arch, gcc, gxx, False)
+        native_gcc, native_gxx = proc.which(gcc_name, path=search), proc.which(gxx_name, path=search)
+        if target.arch not in TRIPLETS or _probe(native_gcc, native_gxx, target.arch) is None:
+            return Toolchain(target.arch, native_gcc, native_gxx, False)
         # "this machine" is an emulated one (qemu-user runs this Python, the PATH's g++ is the real
         # machine's): its gcc builds another arch, so the target's cross compilers, probed, or nothing
         gcc_name, gxx_name = f"{TRIPLETS[target.arch]}-gcc", f"{TRIPLETS[target.arch]}-g++"
