@@ -76,6 +76,8 @@ RULES: dict[str, str] = {
     "read-back": "after uploading, the index holds exactly the audited files, each with its sha256",
     "deadline": "every index request and every upload ends at its deadline",
     "one-run": "one run at a time per dist/ and per local index",
+    "signed-manifest": "verify trusts a release manifest's digests only when the release key signed its exact bytes",
+    "reproducible": "verify --rebuild ROW: this checkout rebuilds the row's wheel to the manifest's name and sha256",
 }
 
 
