@@ -83,7 +83,7 @@ def _stop_index(code: Path, repo: Path) -> None:
     any server of that index root still alive after that (by its process id)."""
     root = repo / ".wheelwright" / "index"
     env = {**os.environ, "PYTHONPATH": str(code)}
-    for module in ("release.publish.index_server", "release.servers"):
+    for module in ("release.publish.index.server", "release.publish.index_server", "release.servers"):
         if (code / Path(*module.split("."))).with_suffix(".py").is_file():
             subprocess.run(
                 [sys.executable, "-m", module, "stop", "--root", str(root)],

@@ -171,7 +171,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from release.publish.rows import publish_rows
+    from release.publish.step import publish_rows
 
     policy, rows = rows_from_args(args)
     reports = publish_rows(

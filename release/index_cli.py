@@ -54,7 +54,8 @@ def _variants(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from release.publish import index_server, local_index
+    from release.publish.index import local as local_index
+    from release.publish.index import server as index_server
 
     root = Path(args.root)
     if args.action == "status":

@@ -175,7 +175,7 @@ def run_release(
     from release.audit.step import audit_step
     from release.policy.targets import DEFAULT_INDEX
     from release.publish.channels import rules_for
-    from release.publish.index_client import resolve_simple_url
+    from release.publish.index.client import resolve_simple_url
     from release.smoke.run import smoke_pythons, smoke_step
     from release.smoke.wheelhouse import wheelhouse_for
     from release.wheelbuild.run import build_row
@@ -316,7 +316,7 @@ def _publish(
     jobs: int,
 ) -> tuple[bool, list[str]]:
     """Publish when every row passed; then print and check each variant's install lines."""
-    from release.publish.rows import publish_rows
+    from release.publish.step import publish_rows
 
     failed = [r for r in todo if r.failed]
     if failed:
@@ -373,7 +373,7 @@ def check_installs(
     default index). A wrong pick fails the newest-Python row of the variant (step publish)."""
     from release.core.machine import host_platform
     from release.policy.targets import DEFAULT_INDEX
-    from release.publish.index_client import resolve_simple_url
+    from release.publish.index.client import resolve_simple_url
     from release.smoke.resolve import install_cases
 
     default = resolve_simple_url(DEFAULT_INDEX)

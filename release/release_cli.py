@@ -90,7 +90,7 @@ def _own_output(repo: Path, entry: str, dist: Path) -> bool:
 
 def cmd_release(args: argparse.Namespace) -> int:
     from release.pipeline import exit_code, git_dirty, run_release
-    from release.publish.rows import check_selection, publish_rows
+    from release.publish.step import check_selection, publish_rows
     from release.summary import left_out_lines, render_summary, summary_markdown
 
     policy, rows = rows_from_args(args)

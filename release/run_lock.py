@@ -1,10 +1,10 @@
 """The whole run holds the lock: each command that writes or reads a release's ``dist/`` holds its
 lock from its first step to its last, taken here, in the command layer.
 
-``release`` holds dist/'s lock (:func:`release.publish.lock.hold`) from the first build to the
+``release`` holds dist/'s lock (:func:`release.publish.guards.lock.hold`) from the first build to the
 last install check; ``build``, ``audit`` (of a row's wheel, or of a wheel in dist/), ``smoke`` and
 ``publish`` hold it for theirs. A ``release`` or ``publish`` to a local-server target (a
-rehearsal) also holds a lease on the local index (:mod:`release.publish.index_lease`) from its
+rehearsal) also holds a lease on the local index (:mod:`release.publish.index.lease`) from its
 publish step to the end of the run (the run scope opened here), so no other run stops or
 empties that index while this one publishes to it or checks what installs from it. The publish step inside takes the same lock again (re-entrant in
 one process). A second run waits up to ``--wait SECONDS`` (default ``WHEELWRIGHT_LOCK_WAIT_S``,
@@ -65,7 +65,8 @@ def command_lock(args: argparse.Namespace) -> Iterator[None]:
     if dist is None:
         yield
         return
-    from release.publish import index_lease, lock
+    from release.publish.guards import lock
+    from release.publish.index import lease as index_lease
 
     given = getattr(args, "wait", None)
     wait_s = lock.wait_from_env(os.environ) if given is None else given

@@ -8,7 +8,7 @@ so a stale lock file never blocks anyone.
 :func:`install_once` fills a cache folder (a PyPI toolchain, patchelf, uv) once however many
 processes ask at the same time: under the folder's lock it checks whether another process has
 made it meanwhile, else fills a temporary folder beside it and renames that into place, so a
-reader never sees half an install. (``release.publish.lock`` is the other lock: one release
+reader never sees half an install. (``release.publish.guards.lock`` is the other lock: one release
 run at a time on a folder, refusing after a deadline instead of waiting.)
 """
 

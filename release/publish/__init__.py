@@ -1,11 +1,13 @@
-"""Publish: check, audit again, upload, read back; the index client, the local index server.
+"""Publish: check, audit again, upload, read back, in three wings.
 
-plan (pure decisions, the rules) | reverify (the audit again, cold; GPU evidence) | seal (the
-bytes uploaded are the bytes audited) | upload (one variant's effects) | rows (a release: guards,
-every variant prepared first) | manifest, verify (the release manifest and ``python -m release
-verify``) | lock, session (one run at a time, a private staging folder outside dist/) | deadlines,
-transport, index_client (index reads under one deadline) | listing (one name, one file) |
-readback (listed, served and audited bytes compared) | conflicts (a different file under our
-name) | index_server, local_index, upload_check (the local index) | static_index | channels
-(dependency channels).
+- here: step (a release to a target: the guards, every variant prepared before the first upload),
+  upload (one variant's effects, twine), dist_wheels (the audited wheels publish reads from dist/),
+  staging (one publishing run: dist/'s lock, a private staging folder outside dist/), manifest and
+  signing (the release manifest and its Ed25519 signature), verify, verify_cli and rebuild
+  (``python -m release verify [--rebuild]``), channels (dependency channels);
+- :mod:`release.publish.guards`: plan (pure decisions, the rules), conflicts, identity (one index
+  per variant), reverify (the audit again, cold), seal (the bytes uploaded are the bytes audited),
+  readback, deadlines, lock;
+- :mod:`release.publish.index`: client and transport (index reads under one deadline), listing (one
+  name, one file), the local index (server, local, lease, upload_check), static.
 """

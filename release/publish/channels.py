@@ -22,7 +22,7 @@ from packaging.utils import (
 from release.core.errors import CheckFailed, InputError
 from release.policy.matrix import Row
 from release.policy.model import Policy
-from release.publish.index_client import Fetch, read_project, redact_url, resolve_simple_url
+from release.publish.index.client import Fetch, read_project, redact_url, resolve_simple_url
 
 # ---------------------------------------------------------------------------
 # Dependency channels

@@ -44,7 +44,7 @@ from release.core.files import write_atomic
 from release.core.log import info
 from release.policy.targets import IndexTarget
 from release.publish import signing
-from release.publish.reverify import GPU_KEYS, Reaudited
+from release.publish.guards.reverify import GPU_KEYS, Reaudited
 
 VERSION = 1
 SUFFIX = ".release.json"

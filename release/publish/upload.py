@@ -1,11 +1,11 @@
 """The effects of publishing one variant: check, stage and audit again, read the index, upload, read back.
 
 :func:`prepare_publish` checks every wheel against its audit record, copies each into the
-run's staging folder and audits the copy again (:mod:`release.publish.reverify`), then reads
+run's staging folder and audits the copy again (:mod:`release.publish.guards.reverify`), then reads
 the index and plans; it uploads nothing. :func:`execute_publish` uploads the staged copies
-with twine, one file per call, each under its deadline (:mod:`release.publish.deadlines`),
+with twine, one file per call, each under its deadline (:mod:`release.publish.guards.deadlines`),
 and reads the index back; :func:`publish` is the two in a row, in its own
-:func:`~release.publish.session.publish_session`. Errors keep their kind: a refusal or a
+:func:`~release.publish.staging.publish_session`. Errors keep their kind: a refusal or a
 read-back that finds other than the audited set is CheckFailed (1), a failed or timed-out
 upload StepFailed (4); each says what this run did so far and the one thing to do next.
 """
@@ -33,22 +33,12 @@ from release.core.errors import CheckFailed, InputError, StepFailed
 from release.policy.matrix import expand
 from release.policy.model import Policy
 from release.policy.targets import IndexTarget, Target
-from release.publish import seal
-from release.publish.conflicts import describe_conflict
-from release.publish.deadlines import Clock, Deadlines, deadlines_for, dies_with_parent
-from release.publish.identity import unexpected_problems
-from release.publish.index_client import (
-    Auth,
-    IndexFile,
-    Redactor,
-    Served,
-    by_name,
-    fetch_digest,
-    read_listing,
-)
-from release.publish.listing import listing_problems
-from release.publish.local import collect_wheels, load_audited_wheels
-from release.publish.plan import (
+from release.publish.dist_wheels import collect_wheels, load_audited_wheels
+from release.publish.guards import seal
+from release.publish.guards.conflicts import describe_conflict
+from release.publish.guards.deadlines import Clock, Deadlines, deadlines_for, dies_with_parent
+from release.publish.guards.identity import unexpected_problems
+from release.publish.guards.plan import (
     MIB,
     STOP_AFTER_ENV,
     Credentials,
@@ -70,10 +60,20 @@ from release.publish.plan import (
     twine_command,
     twine_env,
 )
-from release.publish.readback import download_limit, served_problem
-from release.publish.reverify import Reaudited, stage_and_reaudit
-from release.publish.session import Session, publish_session
-from release.publish.static_index import add_wheels, write_static_index
+from release.publish.guards.readback import download_limit, served_problem
+from release.publish.guards.reverify import Reaudited, stage_and_reaudit
+from release.publish.index.client import (
+    Auth,
+    IndexFile,
+    Redactor,
+    Served,
+    by_name,
+    fetch_digest,
+    read_listing,
+)
+from release.publish.index.listing import listing_problems
+from release.publish.index.static import add_wheels, write_static_index
+from release.publish.staging import Session, publish_session
 
 Outcome = Literal["uploaded", "raced"]
 
@@ -285,7 +285,7 @@ def execute_publish(
     """Upload what the plan says, one staged file per twine call, then read the index back.
 
     ``hook(event, filename)`` is called with ``before-upload`` and ``uploaded``; each staged file
-    is hashed right after ``before-upload`` and right after its upload (:mod:`release.publish.seal`).
+    is hashed right after ``before-upload`` and right after its upload (:mod:`release.publish.guards.seal`).
     The read-back (:func:`_read_back`) downloads every file this run uploaded. Raises StepFailed
     when an upload or the index fails or runs past its deadline (rerunning resumes), or CheckFailed
     when a staged file changed, the index refused a file or does not hold and serve exactly the
@@ -358,9 +358,9 @@ def _read_back(p: PreparedPublish, uploaded: Sequence[str]) -> list[str]:
 
     Waits up to the deadlines' ``read_back_s`` for files still missing (a CDN in front of an
     index may lag), never for a wrong or unexpected file. Then: every name listed once
-    (:mod:`release.publish.listing`); every audited file listed with its sha256, nothing else of
+    (:mod:`release.publish.index.listing`); every audited file listed with its sha256, nothing else of
     this release's version; a file listed with another sha256 downloaded, to tell a lying listing
-    from another file (:mod:`release.publish.readback`); every file this run uploaded downloaded
+    from another file (:mod:`release.publish.guards.readback`); every file this run uploaded downloaded
     and its bytes' sha256 compared with the audited one.
     """
     clock = Clock(p.deadlines.read_back_s)
@@ -476,7 +476,7 @@ def _send(wheel: LocalWheel, p: PreparedPublish) -> tuple[bool, str, float | Non
 
 
 def _upload_one(wheel: LocalWheel, p: PreparedPublish, uploaded: Sequence[str], say: Log) -> Outcome:
-    """Upload one staged wheel, sealed (:func:`release.publish.seal.sealed_upload`: hashed right
+    """Upload one staged wheel, sealed (:func:`release.publish.guards.seal.sealed_upload`: hashed right
     before and right after); on any failure read the index back and say exactly what is there."""
     try:
         ok, output, killed_at = seal.sealed_upload(

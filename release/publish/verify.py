@@ -34,8 +34,17 @@ from release.core.errors import InputError
 from release.policy.load import load_policy
 from release.policy.targets import IndexTarget, Target, join_url
 from release.publish import manifest as mf
-from release.publish.deadlines import Deadlines, deadlines_for
-from release.publish.index_client import (
+from release.publish.guards.deadlines import Deadlines, deadlines_for
+from release.publish.guards.plan import (
+    LocalWheel,
+    file_key,
+    plan_publish,
+    read_auth,
+    resolve_credentials,
+    ruled,
+)
+from release.publish.guards.readback import download_limit, served_problem
+from release.publish.index.client import (
     Auth,
     IndexFile,
     Redactor,
@@ -45,17 +54,8 @@ from release.publish.index_client import (
     fetch_digest,
     read_listing,
 )
-from release.publish.listing import listing_problems
-from release.publish.local_index import LocalIndex, attach
-from release.publish.plan import (
-    LocalWheel,
-    file_key,
-    plan_publish,
-    read_auth,
-    resolve_credentials,
-    ruled,
-)
-from release.publish.readback import download_limit, served_problem
+from release.publish.index.listing import listing_problems
+from release.publish.index.local import LocalIndex, attach
 
 
 def find_manifest(dist: Path, given: str | None) -> Path:

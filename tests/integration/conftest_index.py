@@ -11,7 +11,7 @@ publish (a stray or rogue file dropped on an index, a channel's contents).
 Fixtures are declared with ``name=``, so importing their functions (``fixture_<name>``)
 into a test module registers them under their fixture names:
 
-- ``local_index_server``: a running :class:`release.publish.local_index.LocalIndex` for
+- ``local_index_server``: a running :class:`release.publish.index.local.LocalIndex` for
   variants cpu, cu126 and cu130, files under ``tmp_path/index``; stopped after the test.
 - ``tiny_wheel_factory(dest, version=..., tag=..., payload=...)``: a pure-Python wheel.
 - ``install_venv``: a fresh venv (no pip inside); ``install_venv.install(index_url, req)``
@@ -42,7 +42,7 @@ from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
 from release.policy.model import Policy
 from release.policy.targets import IndexTarget, Target
-from release.publish.local_index import LocalIndex, local_index
+from release.publish.index.local import LocalIndex, local_index
 from release.smoke.evaluate import evaluate
 from release.smoke.run import write_record
 

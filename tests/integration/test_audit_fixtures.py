@@ -209,7 +209,7 @@ def test_gpu_truth_case_policy_gates_the_smoke_step(gpu_case: dict[str, Any]) ->
 
 def test_record_written_and_accepted_by_publish(tmp_path: Path) -> None:
     from release.policy.load import load_policy
-    from release.publish.plan import check_audit_record
+    from release.publish.guards.plan import check_audit_record
     from release.records import policy_sha256
 
     by_id = {c["id"]: c for c in CASES}

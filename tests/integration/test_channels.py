@@ -13,7 +13,7 @@ from release.core.errors import CheckFailed
 from release.policy.load import load_policy
 from release.policy.matrix import expand
 from release.publish.channels import check_rows, rules_for
-from release.publish.local_index import local_index
+from release.publish.index.local import local_index
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration

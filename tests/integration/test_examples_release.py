@@ -56,7 +56,7 @@ Released = tuple[subprocess.CompletedProcess[str], Path]  # the release command'
 def stop_index(cwd: Path) -> None:
     """Stop the local index server the rehearsal left running for its install lines."""
     python_m(
-        "release.publish.index_server",
+        "release.publish.index.server",
         "stop",
         "--root",
         str(cwd / ".wheelwright" / "index"),

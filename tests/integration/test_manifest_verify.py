@@ -30,9 +30,9 @@ from release.policy.model import Policy
 from release.policy.targets import IndexTarget
 from release.publish import manifest as mf
 from release.publish import signing
-from release.publish.index_client import download, remote_hashes
-from release.publish.local_index import LocalIndex, attach, stop
-from release.publish.plan import Credentials, read_auth
+from release.publish.guards.plan import Credentials, read_auth
+from release.publish.index.client import download, remote_hashes
+from release.publish.index.local import LocalIndex, attach, stop
 
 
 def verify_main(argv: list[str]) -> int:

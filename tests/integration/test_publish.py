@@ -40,11 +40,11 @@ from release.core.hashing import sha256_file
 from release.policy.model import Policy
 from release.policy.targets import IndexTarget, Target
 from release.publish.channels import ChannelRule, check_channels
-from release.publish.index_client import read_project, remote_hashes, resolve_simple_url
-from release.publish.local_index import LocalIndex, attach, local_index, start_detached, stop
-from release.publish.plan import STOP_AFTER_ENV, PublishReport
-from release.publish.session import STAGING_PREFIX, publish_session
-from release.publish.static_index import build_static_index
+from release.publish.guards.plan import STOP_AFTER_ENV, PublishReport
+from release.publish.index.client import read_project, remote_hashes, resolve_simple_url
+from release.publish.index.local import LocalIndex, attach, local_index, start_detached, stop
+from release.publish.index.static import build_static_index
+from release.publish.staging import STAGING_PREFIX, publish_session
 from release.publish.upload import execute_publish, prepare_publish, publish
 
 pytestmark = pytest.mark.integration
@@ -261,7 +261,7 @@ from typing import Any
 from release.policy.load import load_policy
 from release.publish.upload import publish
 from release.policy.targets import IndexTarget, Target
-from release.publish.deadlines import Deadlines
+from release.publish.guards.deadlines import Deadlines
 t = json.loads(sys.argv[1])
 target = Target(t["name"], t["rehearsal"], {v: IndexTarget(**i) for v, i in t["indexes"].items()})
 deadlines = Deadlines(**json.loads(sys.argv[4])) if len(sys.argv) > 4 else None

@@ -40,14 +40,14 @@ from release.core.errors import CheckFailed, StepFailed
 from release.core.hashing import sha256_file
 from release.policy.model import Policy
 from release.policy.targets import IndexTarget, Target
-from release.publish import lock
-from release.publish.deadlines import Deadlines
-from release.publish.index_client import remote_hashes
-from release.publish.index_server import dispatcher
-from release.publish.local_index import LocalIndex
-from release.publish.session import STAGING_PREFIX
+from release.publish.guards import lock
+from release.publish.guards.deadlines import Deadlines
+from release.publish.index.client import remote_hashes
+from release.publish.index.local import LocalIndex
+from release.publish.index.server import dispatcher
+from release.publish.index.upload_check import multipart_fields, upload_problem
+from release.publish.staging import STAGING_PREFIX
 from release.publish.upload import publish
-from release.publish.upload_check import multipart_fields, upload_problem
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -509,7 +509,7 @@ def test_the_lock_is_reentrant_in_one_process_and_names_its_holder_to_another(tm
     with lock.hold(tmp_path, what="dist/", command="python -m release publish") as me:
         with lock.hold(tmp_path, what="dist/"):  # a release holds dist/ and calls publish
             assert lock.read_holder(tmp_path) == me
-        code = "from pathlib import Path; from release.publish import lock; import sys\n"
+        code = "from pathlib import Path; from release.publish.guards import lock; import sys\n"
         code += "with lock.hold(Path(sys.argv[1]), what='dist/', wait_s=0.3): pass"
         other = proc.run(
             [sys.executable, "-c", code, str(tmp_path)], env={"PYTHONPATH": str(REPO)}, check=False

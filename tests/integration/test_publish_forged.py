@@ -36,10 +36,10 @@ from release.cli import main
 from release.core.errors import CheckFailed, InputError
 from release.core.hashing import sha256_file
 from release.policy.model import Policy
-from release.publish.index_client import remote_hashes
-from release.publish.local_index import LocalIndex
-from release.publish.plan import RULES
-from release.publish.rows import publish_rows
+from release.publish.guards.plan import RULES
+from release.publish.index.client import remote_hashes
+from release.publish.index.local import LocalIndex
+from release.publish.step import publish_rows
 from release.publish.upload import publish
 
 pytestmark = pytest.mark.integration

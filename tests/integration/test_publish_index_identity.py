@@ -21,9 +21,9 @@ from release.core.errors import CheckFailed, PolicyError
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
 from release.policy.model import Policy
-from release.publish.index_client import remote_hashes
-from release.publish.local_index import LocalIndex, local_index, stop
-from release.publish.rows import LOCAL_INDEX_DIR, publish_rows
+from release.publish.index.client import remote_hashes
+from release.publish.index.local import LocalIndex, local_index, stop
+from release.publish.step import LOCAL_INDEX_DIR, publish_rows
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""One name, one file, in every listing (release/publish/listing.py), against the real local index.
+"""One name, one file, in every listing (release/publish/index/listing.py), against the real local index.
 
 pypiserver lists every file under a variant's package folder, subfolders included, so a second
 file of a release's name placed in ``packages/cu130/sub/`` makes its project page name the file
@@ -27,9 +27,9 @@ from conftest_index import (
 from release.core.errors import CheckFailed
 from release.core.hashing import sha256_file
 from release.policy.model import Policy
-from release.publish.index_client import read_listing
-from release.publish.local_index import LocalIndex
-from release.publish.plan import PublishReport
+from release.publish.guards.plan import PublishReport
+from release.publish.index.client import read_listing
+from release.publish.index.local import LocalIndex
 from release.publish.upload import publish
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""Verified means downloaded (release/publish/readback.py): after uploading, publish downloads each
+"""Verified means downloaded (release/publish/guards/readback.py): after uploading, publish downloads each
 file this run uploaded and compares its bytes' sha256 with the audited one; and the advice fits
 the fault it saw. Against the real local index, real twine, and a proxy of ours in front of it
 (:class:`LyingProxy`, a conftest_index.FaultProxy) that either serves other bytes for a file
@@ -26,9 +26,9 @@ from conftest_index import (
 from release.core.errors import CheckFailed
 from release.core.hashing import sha256_file
 from release.policy.model import Policy
-from release.publish.index_client import remote_hashes
-from release.publish.local_index import LocalIndex
-from release.publish.plan import PublishReport
+from release.publish.guards.plan import PublishReport
+from release.publish.index.client import remote_hashes
+from release.publish.index.local import LocalIndex
 from release.publish.upload import publish
 
 pytestmark = pytest.mark.integration

@@ -1,5 +1,5 @@
 """Caches are never permissions: publish's audit again runs without the C++ consumer's cache
-(release/publish/reverify.py, release/audit/cpp/cache.py), against the real local index.
+(release/publish/guards/reverify.py, release/audit/cpp/cache.py), against the real local index.
 
 A real wheel whose SDK header does not compile (fx.h: a declaration without its ``;``, beside a
 library gcc builds here) is audited with the cache on, as ``python -m release audit`` does; its
@@ -31,8 +31,8 @@ from release.audit.run import audit_wheel
 from release.core.errors import CheckFailed
 from release.core.machine import CACHE_VAR
 from release.policy.model import Policy
-from release.publish.index_client import remote_hashes
-from release.publish.local_index import LocalIndex
+from release.publish.index.client import remote_hashes
+from release.publish.index.local import LocalIndex
 from release.publish.upload import publish
 
 pytestmark = pytest.mark.integration

@@ -23,9 +23,10 @@ import pytest
 
 from release.core import liveness
 from release.core.errors import StepFailed
-from release.publish import index_lease, lock
-from release.publish.rows import ensure_local_index
-from release.publish.session import STAGING_PREFIX, sweep_staging
+from release.publish.guards import lock
+from release.publish.index import lease as index_lease
+from release.publish.staging import STAGING_PREFIX, sweep_staging
+from release.publish.step import ensure_local_index
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
@@ -44,7 +45,7 @@ print("released", flush=True)
 LEASE = """
 import sys, time
 from pathlib import Path
-from release.publish.index_lease import lease
+from release.publish.index.lease import lease
 with lease(Path(sys.argv[1]), wait_s=0):
     print("leased", flush=True)
     time.sleep(float(sys.argv[2]))
@@ -187,7 +188,7 @@ def test_a_run_using_the_local_index_keeps_another_from_stopping_or_emptying_it(
         assert "first-run-marker" in message and "[rule: one-run]" in message
         assert (packages / "a-1.0-py3-none-any.whl").is_file()  # nothing emptied
         stop = subprocess.run(
-            [sys.executable, "-m", "release.publish.index_server", "stop", "--root", str(root)],
+            [sys.executable, "-m", "release.publish.index.server", "stop", "--root", str(root)],
             capture_output=True, text=True, env=_env(), timeout=60,
         )  # fmt: skip
         assert stop.returncode == 4 and f"pid {first.pid}" in stop.stderr, stop.stderr

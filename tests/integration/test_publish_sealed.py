@@ -1,4 +1,4 @@
-"""Sealed bytes: publish uploads exactly the bytes it audited again (release/publish/seal.py,
+"""Sealed bytes: publish uploads exactly the bytes it audited again (release/publish/guards/seal.py,
 session.py, reverify.py), against the real local index, real wheels and real twine.
 
 The staging folder is the run's private folder outside dist/ (mode 0700). A staged copy swapped
@@ -27,10 +27,10 @@ from conftest_index import (
 from release.core.errors import CheckFailed
 from release.core.hashing import sha256_file
 from release.policy.model import Policy
-from release.publish import seal
-from release.publish.index_client import remote_hashes
-from release.publish.local_index import LocalIndex
-from release.publish.session import STAGING_PREFIX, publish_session
+from release.publish.guards import seal
+from release.publish.index.client import remote_hashes
+from release.publish.index.local import LocalIndex
+from release.publish.staging import STAGING_PREFIX, publish_session
 from release.publish.upload import PreparedPublish, execute_publish, prepare_publish, publish
 
 pytestmark = pytest.mark.integration

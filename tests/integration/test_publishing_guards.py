@@ -1,4 +1,4 @@
-"""The release-level publish guards (release/publish/rows.py) against a real local index:
+"""The release-level publish guards (release/publish/step.py) against a real local index:
 every refusal uploads nothing, and each guard has a case that must fail it and one that passes."""
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from release.cli import main
 from release.core.errors import CheckFailed, InputError, SelectionError
 from release.policy.matrix import Row, expand
 from release.policy.model import Policy
-from release.publish.index_client import remote_hashes
-from release.publish.local_index import LocalIndex, local_index
-from release.publish.plan import PublishReport
-from release.publish.rows import publish_rows
+from release.publish.guards.plan import PublishReport
+from release.publish.index.client import remote_hashes
+from release.publish.index.local import LocalIndex, local_index
+from release.publish.step import publish_rows
 
 pytestmark = pytest.mark.integration
 

@@ -21,8 +21,8 @@ from helpers_repo import copy_example
 
 from release import records
 from release.core.hashing import sha256_file
-from release.publish.index_client import remote_hashes
-from release.publish.local_index import attach, stop
+from release.publish.index.client import remote_hashes
+from release.publish.index.local import attach, stop
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = "cpu-py312-x86_64"

@@ -21,9 +21,9 @@ import pytest
 from helpers_repo import commit_all, copy_example
 
 from release.core.machine import host_platform
-from release.publish import lock
-from release.publish.local_index import stop
-from release.publish.rows import LOCAL_INDEX_DIR
+from release.publish.guards import lock
+from release.publish.index.local import stop
+from release.publish.step import LOCAL_INDEX_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
@@ -59,7 +59,7 @@ def test_a_second_rehearsal_in_one_checkout_refuses_naming_the_first_which_finis
                 break
             time.sleep(0.05)
         stopping = subprocess.run(
-            [sys.executable, "-m", "release.publish.index_server", "stop", "--root", str(repo / LOCAL_INDEX_DIR)],
+            [sys.executable, "-m", "release.publish.index.server", "stop", "--root", str(repo / LOCAL_INDEX_DIR)],
             cwd=repo, env=env, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         publish = [sys.executable, "-m", "release", "publish", "--target", "rehearsal", "--policy",

@@ -19,7 +19,7 @@ from release.core.machine import default_cache_dir, find_python
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
 from release.policy.model import Policy
-from release.publish.local_index import local_index
+from release.publish.index.local import local_index
 from release.smoke.evaluate import NO_CHECK, check_resolution
 from release.smoke.probe import PROBE_FILE, crash_report, with_tracebacks
 from release.smoke.resolve import resolved_wheel

@@ -18,7 +18,7 @@ from helpers_rows import rows_by_id
 
 from release.core.machine import default_cache_dir, find_python, host_platform
 from release.policy.matrix import Row
-from release.publish.local_index import local_index
+from release.publish.index.local import local_index
 from release.smoke.resolve import (
     UV_STRATEGY,
     UV_VERSION,
@@ -156,7 +156,7 @@ def test_rehearsal_prints_and_checks_a_pip_and_a_uv_line_per_cuda_variant(tmp_pa
         )
     finally:  # the rehearsal leaves its local index running, for the user to try the lines
         python_m(
-            "release.publish.index_server",
+            "release.publish.index.server",
             "stop",
             "--root",
             str(repo / ".wheelwright" / "index"),

@@ -7,8 +7,8 @@ import pytest
 
 from release.core.durations import seconds
 from release.core.errors import InputError
-from release.publish.deadlines import Deadlines, deadlines_for
-from release.publish.lock import DEFAULT_WAIT_S, WAIT_ENV, wait_from_env
+from release.publish.guards.deadlines import Deadlines, deadlines_for
+from release.publish.guards.lock import DEFAULT_WAIT_S, WAIT_ENV, wait_from_env
 
 
 @pytest.mark.parametrize(

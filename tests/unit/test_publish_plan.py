@@ -15,21 +15,10 @@ from release.core.errors import CheckFailed, InputError, StepFailed
 from release.policy.load import load_policy
 from release.policy.targets import IndexTarget, Target
 from release.publish.channels import ChannelRule, check_channels, tag_arch
-from release.publish.conflicts import removal_action
-from release.publish.deadlines import Deadlines, deadlines_for
-from release.publish.index_client import (
-    IndexFile,
-    Redactor,
-    Served,
-    parse_html_project,
-    parse_json_project,
-    redact_url,
-    resolve_simple_url,
-    split_userinfo,
-)
-from release.publish.listing import duplicates, listing_problems
-from release.publish.local import collect_wheels
-from release.publish.plan import (
+from release.publish.dist_wheels import collect_wheels
+from release.publish.guards.conflicts import removal_action
+from release.publish.guards.deadlines import Deadlines, deadlines_for
+from release.publish.guards.plan import (
     LocalWheel,
     check_audit_record,
     check_local_set,
@@ -42,8 +31,19 @@ from release.publish.plan import (
     twine_env,
     verify_published,
 )
-from release.publish.readback import served_problem
-from release.publish.static_index import build_static_index, write_static_index
+from release.publish.guards.readback import served_problem
+from release.publish.index.client import (
+    IndexFile,
+    Redactor,
+    Served,
+    parse_html_project,
+    parse_json_project,
+    redact_url,
+    resolve_simple_url,
+    split_userinfo,
+)
+from release.publish.index.listing import duplicates, listing_problems
+from release.publish.index.static import build_static_index, write_static_index
 from release.publish.upload import publish
 from release.records import wheel_variant
 

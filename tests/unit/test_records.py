@@ -24,8 +24,8 @@ from release.pipeline import RowReport, exit_code
 from release.policy.load import load_policy
 from release.policy.matrix import Row
 from release.policy.model import Policy
-from release.publish.reverify import gpu_evidence_problem
-from release.publish.rows import check_selection, with_context
+from release.publish.guards.reverify import gpu_evidence_problem
+from release.publish.step import check_selection, with_context
 from release.smoke.evaluate import evaluate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from release.core import liveness
-from release.publish.session import staging_owner, staging_prefix
+from release.publish.staging import staging_owner, staging_prefix
 from release.run_lock import locked_dist
 
 

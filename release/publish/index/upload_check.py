@@ -2,7 +2,7 @@
 
 pypiserver stores whatever body arrives: a connection dropped mid-upload left a truncated file
 under the release's name, and it never compares the ``sha256_digest`` twine sends. The local
-index (:mod:`release.publish.index_server`) runs :func:`checked_uploads` in front of it:
+index (:mod:`release.publish.index.server`) runs :func:`checked_uploads` in front of it:
 
 - a body shorter than its ``Content-Length`` (the client went away, or stalled past the
   server's socket timeout) is refused, 400, and nothing is stored;

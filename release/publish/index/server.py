@@ -1,9 +1,9 @@
 """The local index server process: pypiserver's public WSGI app, one per variant, under one port.
 
-``python -m release.publish.index_server start|stop|serve``; see :mod:`release.publish.local_index`
-for the layout and the Python API (:func:`~release.publish.local_index.local_index`).
+``python -m release.publish.index.server start|stop|serve``; see :mod:`release.publish.index.local`
+for the layout and the Python API (:func:`~release.publish.index.local.local_index`).
 
-In front of pypiserver, the dispatcher checks every upload (:mod:`release.publish.upload_check`:
+In front of pypiserver, the dispatcher checks every upload (:mod:`release.publish.index.upload_check`:
 the whole body arrived, its sha256 is the one twine declared) and serves each variant's release
 manifests read-only at ``/<variant>/+release/<name>`` (:mod:`release.publish.manifest`).
 """
@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 from release.core.errors import InputError, StepFailed
-from release.publish import lock
-from release.publish.index_lease import in_use_problem
-from release.publish.local_index import (
+from release.publish.guards import lock
+from release.publish.index.lease import in_use_problem
+from release.publish.index.local import (
     HOST,
     LOG_FILE,
     PACKAGES_DIR,
@@ -46,7 +46,7 @@ from release.publish.local_index import (
     stop,
     wait_until_answers,
 )
-from release.publish.upload_check import checked_uploads
+from release.publish.index.upload_check import checked_uploads
 
 SOCKET_TIMEOUT_S = 60.0  # a client that stops sending mid-upload is dropped after this
 
@@ -103,7 +103,7 @@ def dispatcher(
 ) -> WSGIApplication:
     """One WSGI app serving ``apps[prefix]`` under ``/<prefix>/`` (PATH_INFO moved into SCRIPT_NAME,
     as a mount does), ``/health``, and a 404 for anything else. Every POST to a variant goes
-    through :func:`~release.publish.upload_check.checked_uploads`; ``/<prefix>/+release/<name>``
+    through :func:`~release.publish.index.upload_check.checked_uploads`; ``/<prefix>/+release/<name>``
     serves ``releases[prefix]/<name>`` (a release manifest) when ``releases`` names a folder."""
     checked = {prefix: checked_uploads(inner) for prefix, inner in apps.items()}
 
@@ -239,7 +239,7 @@ def _daemonize_and_serve(root: Path, variants: Sequence[str], port: int, owner_p
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m release.publish.index_server", description=__doc__.splitlines()[0]
+        prog="python -m release.publish.index.server", description=__doc__.splitlines()[0]
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="(internal) start a server; prints its state as JSON once it answers")

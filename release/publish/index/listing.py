@@ -3,11 +3,11 @@
 Installers disagree on which entry of a name they take: uv the first, pip the last. So a
 listing (PEP 503 HTML or PEP 691 JSON) that names one file more than once is a read-back
 failure, whether its entries agree or not: before the first upload, after the uploads and in
-``verify``. Names are compared by wheel identity (:func:`release.publish.plan.file_key`: two
+``verify``. Names are compared by wheel identity (:func:`release.publish.guards.plan.file_key`: two
 spellings of one wheel's name are one file to an index). Only this release's files are judged
 (its project and version): earlier versions on the index are left alone.
 
-Pure: the entries come from :func:`release.publish.index_client.read_listing`.
+Pure: the entries come from :func:`release.publish.index.client.read_listing`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.publish.index_client import IndexFile
-from release.publish.plan import file_key, release_of, ruled
+from release.publish.guards.plan import file_key, release_of, ruled
+from release.publish.index.client import IndexFile
 
 ORDINALS = ("1st", "2nd", "3rd")
 

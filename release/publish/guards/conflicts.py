@@ -10,7 +10,7 @@ two cases apart:
   remove it and rerun where the index lets a removed name be uploaded again (the local index,
   a static folder, pypiserver, devpi), bump the build number where it never does (PyPI);
 - it is the audited wheel itself (its sha256 is the staged copy's): the listing is wrong, not
-  the file, and the advice says that (:func:`release.publish.readback.served_problem`);
+  the file, and the advice says that (:func:`release.publish.guards.readback.served_problem`);
 - anything else is another file: removed if it was never released, else a new build number.
 """
 
@@ -24,10 +24,10 @@ from urllib.request import url2pathname
 
 from release.core.errors import StepFailed
 from release.policy.targets import KNOWN_INDEXES, IndexTarget
-from release.publish.index_client import Auth, IndexFile, Redactor, Served, download
-from release.publish.plan import Conflict, ruled
-from release.publish.readback import served_problem
-from release.publish.static_index import FILES_DIR, METADATA_SUFFIX
+from release.publish.guards.plan import Conflict, ruled
+from release.publish.guards.readback import served_problem
+from release.publish.index.client import Auth, IndexFile, Redactor, Served, download
+from release.publish.index.static import FILES_DIR, METADATA_SUFFIX
 
 
 def removal_action(index: IndexTarget, remote_filename: str, local_folder: Path | None) -> str:

@@ -1,8 +1,8 @@
 """Sealed bytes: what is uploaded is exactly what was audited again.
 
-Publish copies each wheel into its private staging folder (:mod:`release.publish.session`),
+Publish copies each wheel into its private staging folder (:mod:`release.publish.staging`),
 checks the copy's sha256 against the records, audits the copy again, and hashes it once more
-after the audit (:mod:`release.publish.reverify`); then :func:`seal` makes the copy read-only.
+after the audit (:mod:`release.publish.guards.reverify`); then :func:`seal` makes the copy read-only.
 Between that and twine's read, nothing is trusted either: :func:`sealed_upload` hashes the
 staged file immediately before each upload (a mismatch stops before anything is sent, naming the
 file) and immediately after it (a mismatch means the uploader may have read other bytes: the
@@ -20,7 +20,7 @@ from typing import Literal, TypeVar
 
 from release.core.errors import CheckFailed
 from release.core.hashing import sha256_file
-from release.publish.plan import ruled
+from release.publish.guards.plan import ruled
 
 T = TypeVar("T")
 When = Literal["after the re-audit", "before its upload", "after its upload"]

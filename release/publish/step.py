@@ -6,7 +6,7 @@ pypiserver started under ``.wheelwright/index`` that outlives the command, so a
 rehearsal leaves an index to ``pip install`` from.
 
 One run at a time: publishing holds dist/'s lock for the whole run, and a local-server target's
-index root's lock while it (re)starts, empties and fills that index (:mod:`release.publish.lock`).
+index root's lock while it (re)starts, empties and fills that index (:mod:`release.publish.guards.lock`).
 The release manifest (:mod:`release.publish.manifest`) is written into dist/ once every variant
 is prepared, and placed beside the wheels on each index wheelwright can write to.
 """
@@ -29,15 +29,16 @@ from release.core.hashing import sha256_file
 from release.policy.matrix import Row, expand
 from release.policy.model import Policy
 from release.policy.targets import Target
-from release.publish import index_lease, lock
 from release.publish import manifest as mf
-from release.publish.deadlines import Deadlines
-from release.publish.identity import recheck_before_upload, shared_storage_problems, storage_of
-from release.publish.index_lease import in_use_problem
-from release.publish.local_index import PACKAGES_DIR, RELEASES_DIR, LocalIndex, attach, start_detached, stop
-from release.publish.plan import Log, PublishReport, ruled
-from release.publish.reverify import gpu_gate_problems
-from release.publish.session import publish_session
+from release.publish.guards import lock
+from release.publish.guards.deadlines import Deadlines
+from release.publish.guards.identity import recheck_before_upload, shared_storage_problems, storage_of
+from release.publish.guards.plan import Log, PublishReport, ruled
+from release.publish.guards.reverify import gpu_gate_problems
+from release.publish.index import lease as index_lease
+from release.publish.index.lease import in_use_problem
+from release.publish.index.local import PACKAGES_DIR, RELEASES_DIR, LocalIndex, attach, start_detached, stop
+from release.publish.staging import publish_session
 from release.publish.upload import PreparedPublish, execute_publish, prepare_publish
 from release.records import policy_sha256
 
@@ -61,7 +62,7 @@ def ensure_local_index(
 
     ``fresh``: stop it and empty it first (each ``release --rehearsal`` publishes to a clean index,
     so rehearsing again after a change never meets the last rehearsal's files). Neither stops it
-    while another run holds a lease on it (:mod:`release.publish.index_lease`): StepFailed naming
+    while another run holds a lease on it (:mod:`release.publish.index.lease`): StepFailed naming
     that run. Call it holding the index root's lock.
     """
     if fresh:
@@ -185,7 +186,7 @@ def _built_at(wheel: Path) -> str | None:
 
 def gpu_gate_problem(policy: Policy, ready: Sequence[Ready], *, now: dt.datetime | None = None) -> str | None:
     """A production release needs, for each CUDA variant, one smoke record whose evidence shows a
-    passing run on a GPU (:func:`release.publish.reverify.gpu_evidence_problem`)."""
+    passing run on a GPU (:func:`release.publish.guards.reverify.gpu_evidence_problem`)."""
     candidates = [(r.row, r.smoke, _built_at(r.wheel)) for r in ready if r.row.is_cuda]
     problems = gpu_gate_problems(
         [t.variant for t in policy.trains],

@@ -2,13 +2,13 @@
 
 - :func:`read_project` asks for PEP 691 JSON (``application/vnd.pypi.simple.v1+json``)
   and falls back to PEP 503 HTML when the server only speaks HTML (pypiserver 2.4
-  does). ``file://`` roots (a static index written by :mod:`release.publish.static_index`)
+  does). ``file://`` roots (a static index written by :mod:`release.publish.index.static`)
   are read from disk: ``<project>/index.json``, else ``<project>/index.html``.
 - :func:`remote_hashes` turns that into ``filename -> sha256``, the one view
   publishing needs. A file listed without a sha256 is downloaded and hashed.
   :func:`download` fetches one file's bytes (to tell a truncated upload from another file).
 - Every request has one deadline for its whole life (``timeout=(connect, whole request)``),
-  not a per-read timeout: :mod:`release.publish.transport`.
+  not a per-read timeout: :mod:`release.publish.index.transport`.
 - :class:`Redactor` and :func:`redact_url` remove credentials (passwords, tokens,
   URL userinfo) from every line a person or a log will see.
 - :func:`check_channels`: before a build, ask each dependency channel whether it
@@ -44,8 +44,8 @@ from release.core import proc
 from release.core.errors import InputError, StepFailed, ToolError
 from release.core.pip import NO_PIP_CONFIG
 from release.policy.targets import DEFAULT_INDEX, KNOWN_INDEXES, is_index_name, join_url
-from release.publish import transport
-from release.publish.deadlines import Clock
+from release.publish.guards.deadlines import Clock
+from release.publish.index import transport
 
 JSON_CONTENT_TYPE = "application/vnd.pypi.simple.v1+json"
 HTML_CONTENT_TYPE = "application/vnd.pypi.simple.v1+html"
@@ -486,7 +486,7 @@ def fetch_digest(url: str, *, limit: int, **access: Unpack[Access]) -> Served:
 
 def read_listing(simple_url: str, project: str, **access: Unpack[Access]) -> tuple[IndexFile, ...]:
     """Every entry the index lists for ``project``, in its order, duplicates kept
-    (:mod:`release.publish.listing` judges them); an entry without a sha256 is downloaded and hashed."""
+    (:mod:`release.publish.index.listing` judges them); an entry without a sha256 is downloaded and hashed."""
     clean, auth, red = _reach(simple_url, access.get("auth"), access.get("redactor"))
     timeout = access.get("timeout", DEFAULT_TIMEOUT)
     out: list[IndexFile] = []
@@ -501,7 +501,7 @@ def read_listing(simple_url: str, project: str, **access: Unpack[Access]) -> tup
 
 def by_name(files: Iterable[IndexFile]) -> dict[str, IndexFile]:
     """``filename -> IndexFile``; of a name listed twice, the last entry (what pip takes). Judge
-    duplicates first (:mod:`release.publish.listing`): this view hides them."""
+    duplicates first (:mod:`release.publish.index.listing`): this view hides them."""
     return {f.filename: f for f in files}
 
 

@@ -1,10 +1,10 @@
 """Leases on the local rehearsal index: no run stops or empties it while another run uses it.
 
-A rehearsal starts the local index (:mod:`release.publish.local_index`), empties it, publishes
+A rehearsal starts the local index (:mod:`release.publish.index.local`), empties it, publishes
 to it and then checks what pip and uv install from it. A second run in the same folder must
 not stop or empty it in between. Each run that uses the index holds a **lease** from its
 first use to the end of the run: a file ``<root>/leases/<pid>-t<start ticks>.json`` naming the
-run (pid, /proc start time, command line, start), written under the index root's lock (:mod:`release.publish.lock`) only
+run (pid, /proc start time, command line, start), written under the index root's lock (:mod:`release.publish.guards.lock`) only
 when no other run's lease is live, and removed when the run ends. A lease is live while its
 process is (:func:`release.core.liveness.same_process`: the pid alive *and* started when the
 lease says), so one left by a ``kill -9`` is swept by the next reader, never believed.
@@ -17,7 +17,7 @@ lease says), so one left by a ``kill -9`` is swept by the next reader, never bel
 - :func:`lease` (context manager): claim and give back around a block.
 - :func:`in_use_problem`: what stops a stop or an emptying of the index now (another run's live
   lease), in words; None when nothing does. Called under the index root's lock by whatever
-  stops or empties the index (a rehearsal's fresh start, ``index_server stop``).
+  stops or empties the index (a rehearsal's fresh start, ``index stop``).
 
 The index itself outlives the runs (a rehearsal leaves an index to ``pip install`` from);
 nothing here stops it.
@@ -36,7 +36,7 @@ from pathlib import Path
 
 from release.core import liveness
 from release.core.errors import StepFailed
-from release.publish import lock
+from release.publish.guards import lock
 
 LEASES_DIR = "leases"
 _claimed: dict[Path, Path] = {}  # index root -> this process's lease file there
@@ -91,7 +91,7 @@ def claim(root: Path, *, wait_s: float | None = None, log: Callable[[str], None]
     the run's :func:`run_scope` ends (else until :func:`release_claims` or the process's exit).
 
     While another run's lease is live this waits up to ``wait_s`` (default: the run scope's, else
-    :func:`release.publish.lock.wait_from_env`), saying so, then refuses (StepFailed) naming it.
+    :func:`release.publish.guards.lock.wait_from_env`), saying so, then refuses (StepFailed) naming it.
     """
     key = root.resolve() if root.exists() else root.absolute()
     if key in _claimed:

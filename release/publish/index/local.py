@@ -10,7 +10,7 @@ shape a per-CUDA index has in production (``<base>/cu130/simple/``)::
 
 It refuses a second file under an existing name (pypiserver without
 ``--overwrite``), refuses an upload whose body is cut short or whose sha256 is not
-the declared one (:mod:`release.publish.upload_check`), lists files with their
+the declared one (:mod:`release.publish.index.upload_check`), lists files with their
 sha256 (PEP 503 HTML; pypiserver 2.4 has no PEP 691 JSON), never redirects to
 another index (fallback disabled), and asks for a username and password on upload
 only (reads are anonymous).
@@ -26,7 +26,7 @@ which wheelwright does not depend on.
   in ``<root_dir>/server.log``; a generated password is kept in
   ``<root_dir>/upload-password`` (mode 0600). :func:`attach` reads them back.
 
-The server itself runs as ``python -m release.publish.index_server serve ...`` (started
+The server itself runs as ``python -m release.publish.index.server serve ...`` (started
 through :func:`release.core.proc.run`; it daemonizes once it answers).
 """
 
@@ -200,7 +200,7 @@ def _is_our_server(pid: int) -> bool:
         args = cmdline.read_bytes().split(b"\0")
     except OSError:
         return False
-    return b"release.publish.index_server" in args and b"serve" in args
+    return b"release.publish.index.server" in args and b"serve" in args
 
 
 # ---------------------------------------------------------------------------
@@ -257,7 +257,7 @@ def _launch(
     args = [
         sys.executable,
         "-m",
-        "release.publish.index_server",
+        "release.publish.index.server",
         "serve",
         "--root",
         str(root),

@@ -1,11 +1,11 @@
 """One publishing run over a dist/ folder: its lock held, its private staging folder, cleaned up.
 
-:func:`publish_session` takes dist/'s lock (:mod:`release.publish.lock`: a second run waits,
+:func:`publish_session` takes dist/'s lock (:mod:`release.publish.guards.lock`: a second run waits,
 then refuses naming the first), then makes the run's private staging folder **outside dist/**
 (the folder the threat model distrusts: anyone who can write it can swap a file there):
 ``<temp dir>/wheelwright-publish-<pid>-*``, mode 0700, owned by this user, checked as such after
 it is made. Every wheel is copied there, audited again and uploaded from there
-(:mod:`release.publish.reverify`, :mod:`release.publish.seal`). The folder goes on every way out
+(:mod:`release.publish.guards.reverify`, :mod:`release.publish.guards.seal`). The folder goes on every way out
 of the ``with`` block, an error or Ctrl-C included. A ``kill -9`` runs no cleanup; the next run
 removes every staging folder of this user whose run is gone and says so: the folder's name
 records its run's pid and start time (``wheelwright-publish-<pid>-t<ticks>-*``), and a run is
@@ -26,8 +26,8 @@ from pathlib import Path
 
 from release.core import liveness
 from release.core.errors import StepFailed
-from release.publish import lock
-from release.publish.plan import Log
+from release.publish.guards import lock
+from release.publish.guards.plan import Log
 
 STATE_DIR = ".publish"  # dist/.publish: where staging folders were kept before (swept, never made)
 STAGING_PREFIX = "wheelwright-publish-"

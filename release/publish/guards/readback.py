@@ -6,13 +6,13 @@ compares the bytes' sha256 with the audited one (``verify --listing-only`` keeps
 word, and says so). :func:`served_problem` names what is wrong, and the advice fits the fault it
 saw: a listing that lies about a file that is fine is not "remove it or bump the build number".
 
-Pure: the download is :func:`release.publish.index_client.fetch_digest`'s.
+Pure: the download is :func:`release.publish.index.client.fetch_digest`'s.
 """
 
 from __future__ import annotations
 
-from release.publish.index_client import Served
-from release.publish.plan import ruled
+from release.publish.guards.plan import ruled
+from release.publish.index.client import Served
 
 AGAIN = "read it back again (rerun the same command, or python -m release verify)"
 SLACK = 1 << 20  # bytes read past a file's expected size before a download is called too long

@@ -31,8 +31,8 @@ from urllib.request import url2pathname
 from release import records
 from release.core.errors import CheckFailed, InputError, StepFailed
 from release.policy.targets import IndexTarget
-from release.publish.index_client import IndexFile, by_name
-from release.publish.plan import LocalWheel, PublishPlan, plan_publish, release_of, ruled
+from release.publish.guards.plan import LocalWheel, PublishPlan, plan_publish, release_of, ruled
+from release.publish.index.client import IndexFile, by_name
 
 
 def storage_of(index: IndexTarget, local_folder: Path | None) -> Path | None:

@@ -26,7 +26,7 @@ this release's version.
 Credentials come from the environment (``WHEELWRIGHT_<VARIANT>_USERNAME`` /
 ``_PASSWORD``, else ``TWINE_USERNAME`` / ``TWINE_PASSWORD``) or twine's keyring,
 never from rows.toml, never on a command line, and every line shown is passed
-through a :class:`~release.publish.index_client.Redactor`.
+through a :class:`~release.publish.index.client.Redactor`.
 
 ``WHEELWRIGHT_TEST_STOP_AFTER_UPLOADS=N`` is for tests only: the publishing
 process kills itself (SIGKILL) right after its N-th upload, to prove resumption.
@@ -52,7 +52,7 @@ from packaging.utils import (
 from release import records
 from release.core.errors import InputError
 from release.policy.targets import IndexTarget, Target
-from release.publish.index_client import split_userinfo
+from release.publish.index.client import split_userinfo
 from release.records import AuditRecord
 
 STOP_AFTER_ENV = "WHEELWRIGHT_TEST_STOP_AFTER_UPLOADS"
@@ -231,7 +231,7 @@ def check_audit_record(
     reader), or None. The chain's rule (:func:`release.records.chain_problem`: this file, these
     bytes, this policy, this row when ``row_id`` is given, passed), plus what publishing needs:
     a row, and the index's variant. Passing here is necessary, never enough: publish audits the
-    bytes again (:mod:`release.publish.reverify`).
+    bytes again (:mod:`release.publish.guards.reverify`).
     """
     if record is not None and not isinstance(record, AuditRecord):
         try:

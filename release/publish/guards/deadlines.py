@@ -45,7 +45,7 @@ class Deadlines:
 
     @property
     def timeout(self) -> tuple[float, float]:
-        """(connect, whole request) for :mod:`release.publish.index_client`."""
+        """(connect, whole request) for :mod:`release.publish.index.client`."""
         return (min(self.connect_s, self.request_s), self.request_s)
 
 

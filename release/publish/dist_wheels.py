@@ -10,7 +10,7 @@ from release import records
 from release.core.errors import InputError
 from release.core.hashing import sha256_file
 from release.policy.matrix import Row
-from release.publish.plan import LocalWheel, check_audit_record, ruled
+from release.publish.guards.plan import LocalWheel, check_audit_record, ruled
 
 
 def collect_wheels(source: Path | Sequence[Path], variant: str) -> tuple[list[Path], list[str]]:

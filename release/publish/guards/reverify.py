@@ -5,11 +5,11 @@ A record beside a wheel is a cache and a report, never a permission: anyone who 
 any upload publish
 
 - copies every wheel into its private staging folder (outside dist/, mode 0700:
-  :mod:`release.publish.session`), checks the copy is the bytes the records name, and runs the
+  :mod:`release.publish.staging`), checks the copy is the bytes the records name, and runs the
   audit again on that copy (the very file twine will send) against the current rows.toml, cold:
   without the C++ consumer's cache, whose entries are files anyone with this user's rights can
   edit (:func:`stage_and_reaudit`). Any failing finding refuses the wheel, naming the finding.
-  The copy is hashed again after the audit and made read-only; :mod:`release.publish.seal`
+  The copy is hashed again after the audit and made read-only; :mod:`release.publish.guards.seal`
   hashes it before and after each upload;
 - for a non-rehearsal target, needs per CUDA variant one smoke record whose evidence shows a
   passing run on a GPU (:func:`gpu_evidence_problem`): the probe's whole report, with the GPU
@@ -36,8 +36,8 @@ from release.core.errors import InputError, StepFailed
 from release.core.hashing import sha256_file
 from release.policy.matrix import Row
 from release.policy.model import Project
-from release.publish import seal
-from release.publish.plan import LocalWheel, Log, ruled
+from release.publish.guards import seal
+from release.publish.guards.plan import LocalWheel, Log, ruled
 from release.records import SmokeRecord
 from release.smoke.evaluate import evaluate
 
@@ -79,7 +79,7 @@ def reaudit_problem(filename: str, result: AuditResult) -> str | None:
 def stage(wheel: LocalWheel, folder: Path) -> Path:
     """Copy the wheel into the private ``folder`` (made 0700 when missing); the copy's path.
 
-    twine uploads the copy; :mod:`release.publish.seal` checks it is still the audited bytes
+    twine uploads the copy; :mod:`release.publish.guards.seal` checks it is still the audited bytes
     immediately before and after each upload.
     """
     staged = folder / wheel.filename

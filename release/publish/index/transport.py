@@ -24,7 +24,7 @@ from typing import Any, cast
 from urllib.parse import unquote, urlsplit, urlunsplit
 from urllib.request import getproxies, proxy_bypass
 
-from release.publish.deadlines import Clock
+from release.publish.guards.deadlines import Clock
 
 MAX_BODY = 256 * 1024 * 1024  # a project page, or a wheel downloaded to hash it
 
