@@ -11,7 +11,10 @@ Three are the false findings the survey found and the audit no longer makes:
 * bitsandbytes' libbitsandbytes_cuda121.so needs libcudart.so.12, whose package is CUDA 12's
   (nvidia-cuda-runtime-cu12), not that of the wheel's first library's CUDA 11;
 
-and cucim's RUNPATH ``:::::::`` is one empty entry, reported once.
+and cucim's RUNPATH ``:::::::`` is one empty entry, reported once. A tenth, nvidia_cufile (the
+corpus's, 1 MB), is the sibling case: libcufile_rdma.so.1 needs libcufile.so.0, which the wheel ships
+beside it, and has no RUNPATH to find it; not a library "which neither the wheel nor a declared CUDA
+package provides".
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_wheels import SURVEY_TESTED, survey_wheel
+from real_wheels import SURVEY_TESTED, real_wheel, survey_wheel
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]
 
@@ -164,3 +167,16 @@ def test_a_survey_wheel_gets_its_verdict(key: str, tmp_path: Path) -> None:
         messages_of = [m for f in result["findings"] if f["library"] == library for m in [f["message"]]]
         assert len(messages_of) == len(set(messages_of)), f"a finding repeated for {library}"
     assert sorted(p.name for p in empty.iterdir()) == []  # a standalone audit writes nothing here
+
+
+def test_a_shipped_sibling_out_of_the_search_path_is_named_as_shipped(tmp_path: Path) -> None:
+    code, result = audit(real_wheel("nvidia_cufile"), tmp_path)
+    failing = [f["message"] for f in result["findings"] if not f["ok"]]
+    assert (code, sorted(result["failed_checks"])) == (1, ["hygiene", "loader"]), failing
+    (sibling,) = [m for m in failing if m.startswith("libcufile_rdma.so.1 needs libcufile.so.0")]
+    assert sibling.startswith(
+        "libcufile_rdma.so.1 needs libcufile.so.0, which the wheel ships (nvidia/cu13/lib/libcufile.so.0), "
+        "but it has no RPATH/RUNPATH to reach nvidia/cu13/lib"
+    )
+    assert sibling.endswith("; add '$ORIGIN'")
+    assert not any("neither the wheel nor" in m for m in failing)
