@@ -12,7 +12,7 @@ them it preprocesses.
 
 Cost: the build environment is the one examples/torchsaxpy builds in (same requirements, cached under
 ``$WHEELWRIGHT_CACHE/build-envs/``; torch comes from the index on first use, hence ``network``); the
-compile of one arch and its PTX, measured 162 s wall (59 s CPU) on the 2 shared cores while others
+compile of one arch and its PTX, measured 80-162 s wall (59 s CPU) on the 2 shared cores while others
 worked; the must-fail case a few seconds.
 """
 
