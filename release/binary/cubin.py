@@ -90,7 +90,9 @@ def _lz4_more(src: bytes, i: int, length: int) -> tuple[int, int]:
 
 
 def lz4_block(src: bytes, limit: int) -> bytes:
-    """Decode an LZ4 block (no frame) until ``limit`` bytes are out or the input ends."""
+    """Decode an LZ4 block (no frame) until ``limit`` bytes are out or the input ends. A fatbin pads an
+    entry's payload with zero bytes to 8 (spconv-cu126 2.3.8's PTX entries), which are no sequence:
+    with ``limit`` the entry's uncompressed size, decoding stops at it, before the padding."""
     out = bytearray()
     i, n = 0, len(src)
     try:
@@ -102,8 +104,8 @@ def lz4_block(src: bytes, limit: int) -> bytes:
                 length, i = _lz4_more(src, i, length)
             out += src[i : i + length]
             i += length
-            if i >= n:
-                break  # the last sequence is literals only
+            if i >= n or len(out) >= limit:
+                break  # the last sequence is literals only (the rest, if any, is padding or not needed)
             offset = src[i] | (src[i + 1] << 8)
             i += 2
             if offset == 0 or offset > len(out):
@@ -195,7 +197,7 @@ def _read(fd: int, offset: int, size: int) -> bytes:
 def decompress(fd: int, entry: FatbinEntry, limit: int) -> bytes | None:
     """Up to ``limit`` bytes of the entry's payload, decompressed; None when it is zstd and this
     machine has no libzstd. DecodeError for a payload that does not decode."""
-    limit = min(limit, MAX_ENTRY)
+    limit = min(limit, MAX_ENTRY, entry.uncompressed_size or MAX_ENTRY)
     codec = entry.compression
     if codec is None:
         return _read(fd, entry.payload_offset, min(entry.payload_size, limit))

@@ -94,6 +94,31 @@ def test_lz4_block_literals_and_matches() -> None:
         lz4_block(bytes([0xF0]), 100)
 
 
+def test_lz4_block_stops_at_the_uncompressed_size_before_padding() -> None:
+    """spconv-cu126 2.3.8's compute_52 PTX: 57 bytes of LZ4 and 7 zero bytes of padding, 68 bytes out."""
+    raw = bytes.fromhex(
+        "3c0a2f2f0300f0220a2e76657273696f6e20382e350a2e74617267657420736d5f35320a2e616464726573735f73697a65"
+        "2036340a0a0a0a0000000000000000"
+    )
+    text = lz4_block(raw, 68)
+    assert (
+        text == b"\n//" * 6 + b"\n\n.version 8.5\n.target sm_52\n.address_size 64\n\n\n\n\0"
+    )  # PTX ends in a NUL
+    with pytest.raises(DecodeError, match="offset 0"):  # past the size, the padding is no sequence
+        lz4_block(raw, 69)
+
+
+def test_lz4_entry_padded_to_8_bytes_is_read(tmp_path: Path) -> None:
+    """Must pass: the payload size counts the padding; the header's uncompressed size ends the decoding."""
+    block = lz4_literals(PTX_KERNEL)
+    padded = block + b"\0" * (8 + (-len(block) % 8))  # padding inside the recorded payload size
+    unit = fatbinary(entry(1, 52, padded, flags=0x2011, size=len(PTX_KERNEL)))
+    assert facts(library(tmp_path, unit)) == [(True, ())]
+    # must fail: without the size recorded, the padding is read as a sequence and the unit is unknown
+    unknown = fatbinary(entry(1, 52, padded, flags=0x2011, size=0))
+    assert facts(library(tmp_path, unknown)) == [(None, ())]
+
+
 def test_link_step_unit_holds_no_kernel(tmp_path: Path) -> None:
     stub = fatbinary(entry(2, 80, CUBIN_STUB))
     unit = fatbinary(entry(1, 80, PTX_KERNEL, isa=(9, 2)), entry(2, 80, CUBIN_WITH_KERNEL))
