@@ -111,6 +111,20 @@ def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path)
     return None
 
 
+def emulation_notes(rows: Sequence[Row], host: str) -> list[str]:
+    """One line per foreign CPU arch among ``rows``: how its rows are built and tested on this
+    machine, and what that costs (said once, never hidden). Pure."""
+    lines = []
+    for arch in sorted({r.platform for r in rows if r.platform != host}):
+        count = sum(r.platform == arch for r in rows)
+        lines.append(
+            f"==> {count} {arch} row(s) on this {host} machine: cross-compiled ({host} compilers for {arch}), "
+            f"audited with {arch} tools, smoke-tested in a fresh venv of an emulated {arch} CPython (qemu-user: "
+            f"a smoke takes about 2-3x a native one); an {arch} runner needs none of this"
+        )
+    return lines
+
+
 def _fail(report: RowReport, step: str, why: str, code: int) -> None:
     report.status[step] = f"FAIL: {why}"
     report.codes[step] = code
@@ -205,6 +219,8 @@ def run_release(
 
         log.info("==> checking dependency channels before building")
         check_rows(policy, [r.row for r in todo])  # CheckFailed names the dependency and the arch
+    for line in emulation_notes([r.row for r in todo], host):
+        log.info(line)
     jobs = min(jobs, len(todo))
     if jobs > 1 and not prepare_shared(
         [r.row for r in todo], policy, backend=backend, cache_dir=cache_dir, env=env

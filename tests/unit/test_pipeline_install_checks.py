@@ -34,3 +34,14 @@ def test_the_cpu_variant_alone_has_nothing_to_check(tmp_path: Path) -> None:
     )
     assert lines[0] == "cpu:" and len(lines) == 3
     assert not any("not checked" in line for line in lines)
+
+
+def test_emulation_is_said_once_per_foreign_arch_with_its_cost() -> None:
+    from release.pipeline import emulation_notes
+
+    rows = rows_by_id()
+    picked = [rows[i] for i in ("cpu-py311-aarch64", "cu130-py311-aarch64", "cu130-py311-x86_64")]
+    (line,) = emulation_notes(picked, "x86_64")
+    assert line.startswith("==> 2 aarch64 row(s) on this x86_64 machine: cross-compiled")
+    assert "emulated aarch64 CPython (qemu-user" in line and "2-3x" in line
+    assert emulation_notes([rows["cu130-py311-x86_64"]], "x86_64") == []  # nothing foreign: nothing said
