@@ -262,7 +262,7 @@ def x86_64_twin(key: str) -> Path:
 
 # The survey of real CUDA wheels (docs/survey.md, issue 24 item 3): popular CUDA wheels of many projects, each
 # audited standalone from an empty folder. x86_64, CPython 3.12 (or abi3/py3); tests/integration/
-# test_audit_survey.py audits SURVEY_TESTED, the small ones (214 MB together), and asserts each verdict.
+# test_audit_survey.py audits SURVEY_TESTED, the small ones (285 MB together), and asserts each verdict.
 SURVEY_PINS: tuple[Pin, ...] = (
     _pin(
         "bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64.whl",
@@ -377,6 +377,7 @@ SURVEY_TESTED = (
     "ctranslate2",
     "bitsandbytes",
     "cupy_cuda13x",
+    "spconv_cu126",
 )
 
 
