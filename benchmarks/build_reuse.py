@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from release.core.machine import default_cache_dir, find_python, host_platform  # noqa: E402
 from release.policy.load import load_policy  # noqa: E402
 from release.policy.matrix import Row, expand  # noqa: E402
-from release.wheelbuild.isolated import (  # noqa: E402
+from release.wheelbuild.host.isolated import (  # noqa: E402
     base_constraints,
     ensure_build_env,
     env_spec,

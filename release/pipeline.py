@@ -85,7 +85,7 @@ def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path)
     from release.core.machine import find_python
     from release.emulate.python import emulation_problem
     from release.smoke.run import smoke_pythons
-    from release.wheelbuild.cross import cross_problem
+    from release.wheelbuild.host.cross import cross_problem
     from release.wheelbuild.toolchain import resolve_toolchain
 
     if row.platform != host:

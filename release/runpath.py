@@ -1,7 +1,7 @@
 """The wheel's RUNPATH rule, once: where a library of a wheel installs, where its ``$ORIGIN`` entries
 point, and the entry that reaches a folder. Pure: strings in, strings out; imports no stage.
 
-The build's CUDA repair (:mod:`release.wheelbuild.contract`) writes RUNPATHs by it and the audit's
+The build's CUDA repair (:mod:`release.wheelbuild.repair.contract`) writes RUNPATHs by it and the audit's
 loader check (:mod:`release.audit.checks.loader`, with ``hygiene``) judges them by it, so the
 repair's output passes the audit by construction (tests/unit/test_runpath.py holds that for every
 wheel shape: a library at the top of the package, two folders deep, in a ``.libs`` folder, at the

@@ -4,7 +4,7 @@
   parallel host builds would otherwise race to create: each PyPI toolchain, patchelf. (The build
   stage writes each atomically through a temporary folder and a rename, but a second writer
   that finds the folder there removes it while the first uses it. Build environments take a
-  lock of their own: :mod:`release.wheelbuild.isolated`.)
+  lock of their own: :mod:`release.wheelbuild.host.isolated`.)
 - :func:`run_rows` runs one function per row, ``jobs`` at a time, the first row of each variant
   first: the others of that variant wait for its build, so they copy its kernels from the kernel
   cache instead of compiling the same kernels at once (the cache itself is safe to share: the
@@ -42,7 +42,7 @@ def prepare_shared(
     toolchain, patchelf). False when a row builds in a container (its engine's output streams to
     the terminal, so rows then run one at a time)."""
     from release.wheelbuild.engine import decide_backend
-    from release.wheelbuild.python import ensure_patchelf
+    from release.wheelbuild.host.tools import ensure_patchelf
     from release.wheelbuild.toolchain import resolve_toolchain
 
     project_dir = (Path(policy.path).resolve().parent / policy.project.path).resolve()

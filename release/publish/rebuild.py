@@ -5,7 +5,7 @@ Anyone with the checkout can check a release: the row is built again from the cu
 (mode 0700, removed after), with a kernel cache of its own (a cache must not stand in for the
 compile being checked), and the wheel's sha256 is compared with the signed manifest's entry for
 that row (the manifest's signature is checked first, :mod:`release.publish.signing`). Host builds
-compile at a fixed path on every machine (:mod:`release.wheelbuild.stage`), so a verifier's home
+compile at a fixed path on every machine (:mod:`release.wheelbuild.host.stage`), so a verifier's home
 and cache folders do not change the bytes.
 
 Exit 0 when the rebuilt wheel is the manifest's file (name and sha256); 1 naming both digests

@@ -51,7 +51,7 @@ from pathlib import Path, PurePosixPath
 from release.policy.archs import nvcc_gencode_flags
 from release.policy.matrix import CPU_IMAGE, Row
 from release.resources.cuda import cuda
-from release.wheelbuild.repair import repair_argv
+from release.wheelbuild.repair.auditwheel import repair_argv
 from release.wheelbuild.toolchain import Toolchain
 
 # Where the builder images keep their toolkit, and where kernels are reused inside

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from release.policy.matrix import Row
-from release.wheelbuild.contract import RowContract
+from release.wheelbuild.repair.contract import RowContract
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The build's output: the row's contract applied (:mod:`release.wheelbuild.contract`), the wheel
+"""The build's output: the row's contract applied (:mod:`release.wheelbuild.repair.contract`), the wheel
 checked to be the row's, its build record made, both moved into dist/."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from release.core.errors import StepFailed
 from release.core.hashing import sha256_file
 from release.core.log import say
 from release.policy.matrix import Row
-from release.wheelbuild.contract import apply_contract
 from release.wheelbuild.job import RowJob
 from release.wheelbuild.plan import Backend
+from release.wheelbuild.repair.contract import apply_contract
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,10 +2,10 @@
 (``--dry-run``, ``BuildPlan.to_json``). Pure: no os.environ, no files, no processes.
 
 The host plan runs the project's build backend in an isolated build environment made from
-its own ``[build-system]`` (:mod:`release.wheelbuild.isolated`) through
-:mod:`release.wheelbuild.frontend`, in the row's build environment
+its own ``[build-system]`` (:mod:`release.wheelbuild.host.isolated`) through
+:mod:`release.wheelbuild.host.frontend`, in the row's build environment
 (:mod:`release.wheelbuild.environment`), from the project's stable source folder, then the one
-repair argv both backends share, then the row's contract (:mod:`release.wheelbuild.contract`).
+repair argv both backends share, then the row's contract (:mod:`release.wheelbuild.repair.contract`).
 The container plan is cibuildwheel with the row's options, then the same contract.
 """
 
@@ -25,7 +25,7 @@ from release.wheelbuild.environment import (
     cibuildwheel_config,
     container_env_changes,
 )
-from release.wheelbuild.repair import repair_argv
+from release.wheelbuild.repair.auditwheel import repair_argv
 from release.wheelbuild.toolchain import Toolchain
 
 Backend = Literal["host", "container"]
@@ -86,7 +86,7 @@ class BuildPlan:
             out.append(f"    # {c.what} ({c.env} environment)")
             out.append(f"    {shlex.join(c.argv)}")
         if self.contract:
-            out.append("  then the row's contract (release/wheelbuild/contract.py), on the host:")
+            out.append("  then the row's contract (release/wheelbuild/repair/contract.py), on the host:")
             out += [f"    - {c}" for c in self.contract]
         out.append("  on success:")
         out += [f"    - {f}" for f in self.finish]

@@ -12,18 +12,18 @@ in ``dist/``; its temporary folder is removed unless ``WHEELWRIGHT_KEEP_TMP=1``.
 already holds the row's image; otherwise on the host, saying why once (see
 :mod:`release.wheelbuild.engine`).
 
-Host backend, for ``cu130-py312-x86_64`` (:mod:`release.wheelbuild.host`):
+Host backend, for ``cu130-py312-x86_64`` (:mod:`release.wheelbuild.host.backend`):
 
 1. toolchain: CUDA_HOME, the host nvcc, or the pinned PyPI wheels (:mod:`release.wheelbuild.toolchain`);
 2. Python: ``python3.12`` on PATH, else ``$(pyenv root)/versions/3.12.*``;
 3. an isolated build environment from the project's own ``[build-system]``, pinned by
-   wheelwright's constraints and the project's (:mod:`release.wheelbuild.isolated`), made once;
+   wheelwright's constraints and the project's (:mod:`release.wheelbuild.host.isolated`), made once;
 4. the project's backend in it (``build``'s ProjectBuilder), on a copy of the project in its
    stable source folder, in the row's environment, with a kernel cache shared by every Python
    of the train;
 5. the repair, with the wheelwright environment's auditwheel.
 
-Both backends then apply the row's contract on the host (:mod:`release.wheelbuild.contract`):
+Both backends then apply the row's contract on the host (:mod:`release.wheelbuild.repair.contract`):
 the ``+cuXYZ`` label, the CUDA ``Requires-Dist``, a RUNPATH to the CUDA packages.
 
 Time limits: the compile and the container build have none (a build may run long);
@@ -43,7 +43,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NotRequired, Required, TypedDict, Unpack
 
-import release.wheelbuild.frontend
+import release.wheelbuild.host.frontend
 from release.core import proc
 from release.core.errors import InputError, StepFailed, ToolError
 from release.core.log import say
@@ -51,11 +51,10 @@ from release.core.machine import PythonInfo, find_python, host_platform
 from release.policy.load import load_policy
 from release.policy.matrix import Row
 from release.policy.model import Policy
-from release.wheelbuild.contract import row_contract
-from release.wheelbuild.cross import cross_note, cross_problem, needs_cross, prepare_cross, runtime_pin
 from release.wheelbuild.engine import BackendChoice, decide_backend
-from release.wheelbuild.host import HostJob, build_host, one_wheel
-from release.wheelbuild.isolated import (
+from release.wheelbuild.host.backend import HostJob, build_host, one_wheel
+from release.wheelbuild.host.cross import cross_note, cross_problem, needs_cross, prepare_cross, runtime_pin
+from release.wheelbuild.host.isolated import (
     BuildSystem,
     Constraints,
     EnvSpec,
@@ -66,16 +65,17 @@ from release.wheelbuild.isolated import (
     read_build_system,
     read_constraints,
 )
+from release.wheelbuild.host.stage import source_dir
+from release.wheelbuild.host.tools import PATCHELF_PIN, ensure_patchelf, find_patchelf
 from release.wheelbuild.job import RowJob
 from release.wheelbuild.output import BuiltWheel, finish_wheel, move_into_dist, record_data
 from release.wheelbuild.plan import Backend, BuildPlan, build_plan
-from release.wheelbuild.python import PATCHELF_PIN, ensure_patchelf, find_patchelf
-from release.wheelbuild.stage import source_dir
+from release.wheelbuild.repair.contract import row_contract
 from release.wheelbuild.toolchain import Toolchain, resolve_toolchain
 
 KEEP_TMP_VAR = "WHEELWRIGHT_KEEP_TMP"
 GIT_TIMEOUT_S = 60.0
-FRONTEND = Path(release.wheelbuild.frontend.__file__)
+FRONTEND = Path(release.wheelbuild.host.frontend.__file__)
 
 
 # --------------------------------------------------------------------------- running
@@ -242,7 +242,7 @@ def _plan(s: _Setup, work: Path) -> BuildPlan:
         frontend=FRONTEND,
         src_dir=source_dir(s.project_name, s.row.variant),
         auditwheel=(
-            (sys.executable, "-m", "release.wheelbuild.auditwheel_as", s.row.platform)
+            (sys.executable, "-m", "release.wheelbuild.repair.auditwheel_as", s.row.platform)
             if needs_cross(s.row)
             else (sys.executable, "-m", "auditwheel")
         ),

@@ -402,7 +402,7 @@ def test_a_hung_repair_is_stopped_naming_the_row_and_keeping_the_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The repair has a limit; the compile (a build) has none."""
-    from release.wheelbuild import host
+    from release.wheelbuild.host import backend as host
     from release.wheelbuild.plan import Command
 
     assert host.COMMAND_TIMEOUT_S["build"] is None and host.COMMAND_TIMEOUT_S["cibuildwheel"] is None

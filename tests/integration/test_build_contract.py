@@ -23,8 +23,8 @@ from helpers_rows import rows_by_id
 
 from release.binary.elf import read_elf
 from release.core.machine import default_cache_dir, find_python
-from release.wheelbuild.contract import ContractError, Fix, apply_contract, row_contract
-from release.wheelbuild.python import ensure_patchelf
+from release.wheelbuild.host.tools import ensure_patchelf
+from release.wheelbuild.repair.contract import ContractError, Fix, apply_contract, row_contract
 
 pytestmark = pytest.mark.integration
 

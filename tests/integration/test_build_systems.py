@@ -29,7 +29,7 @@ from release.core.errors import InputError
 from release.core.machine import default_cache_dir
 from release.policy.archs import parse_arch_list
 from release.policy.matrix import Row
-from release.wheelbuild.isolated import read_marker
+from release.wheelbuild.host.isolated import read_marker
 from release.wheelbuild.run import build_row
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]

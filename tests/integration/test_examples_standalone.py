@@ -42,7 +42,7 @@ from release.binary.fatbin import all_entries, has_device_code
 from release.core.machine import default_cache_dir, find_python
 from release.policy.load import load_policy
 from release.policy.matrix import expand
-from release.wheelbuild import isolated
+from release.wheelbuild.host import isolated
 
 pytestmark = pytest.mark.integration
 

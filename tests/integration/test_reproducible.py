@@ -9,7 +9,7 @@ What used to differ between two cold builds of tinyaxpy's cu130 row, and what fi
   across mtimes and inodes, and through a symlink, which is resolved). It lands in the
   kernel's symbol names, in the ``.nv_fatbin`` cubins as well as the host code. wheelwright
   builds every row of a project's variant from one fixed source folder
-  (``/tmp/wheelwright-src/<project>-<variant>/src``, :mod:`release.wheelbuild.stage`), the same
+  (``/tmp/wheelwright-src/<project>-<variant>/src``, :mod:`release.wheelbuild.host.stage`), the same
   on every machine, instead of a random temporary one or one in the cache (a cache under
   another home folder gave another hash: ``67973857...`` vs ``35fbb264...`` for cu130-py312);
 - nvcc writes its intermediate files as ``/tmp/tmpxft_<pid>_00000000-6_<name>.cudafe1.cpp``

@@ -31,8 +31,8 @@ from release.binary.fatbin import all_entries
 from release.core.machine import default_cache_dir, find_python
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
-from release.wheelbuild import isolated
 from release.wheelbuild.environment import build_environment, pip_cuda_headers, pip_cuda_include_dirs
+from release.wheelbuild.host import isolated
 from release.wheelbuild.toolchain import resolve_toolchain
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]

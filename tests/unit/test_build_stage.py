@@ -1,4 +1,4 @@
-"""The fixed source folder of host builds (release.wheelbuild.stage): a path that names nothing of
+"""The fixed source folder of host builds (release.wheelbuild.host.stage): a path that names nothing of
 the machine, and a root that is used only when it is this user's own."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from release.core.errors import ToolError
-from release.wheelbuild.stage import STAGE_ROOT, ensure_root, root_problem, source_dir
+from release.wheelbuild.host.stage import STAGE_ROOT, ensure_root, root_problem, source_dir
 
 
 def test_the_source_folder_names_nothing_of_the_machine() -> None:

@@ -43,7 +43,7 @@ from release.wheelbuild.environment import (
     env_prefix,
     hide_cuda,
 )
-from release.wheelbuild.isolated import (
+from release.wheelbuild.host.isolated import (
     DEFAULT_REQUIRES,
     Constraints,
     base_constraints,
@@ -58,7 +58,7 @@ from release.wheelbuild.isolated import (
     unresolvable_message,
 )
 from release.wheelbuild.plan import Backend, BuildPlan, build_plan
-from release.wheelbuild.repair import repair_argv, repair_excludes
+from release.wheelbuild.repair.auditwheel import repair_argv, repair_excludes
 from release.wheelbuild.toolchain import Toolchain
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The CUDA repair's decisions (release/wheelbuild/contract.py) and the deterministic wheel writer,
+"""The CUDA repair's decisions (release/wheelbuild/repair/contract.py) and the deterministic wheel writer,
 as pure functions over facts: each rule shown passing and failing."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from helpers_rows import rows_by_id
 
 from release.core.errors import InputError
 from release.policy.model import Dependency
-from release.wheelbuild.contract import (
+from release.wheelbuild.repair.contract import (
     ContractError,
     Library,
     RowContract,
@@ -24,7 +24,7 @@ from release.wheelbuild.contract import (
     required_entry,
     row_contract,
 )
-from release.wheelbuild.wheelfile import (
+from release.wheelbuild.repair.wheelfile import (
     epoch_date,
     install_path,
     member_order,

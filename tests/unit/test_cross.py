@@ -9,7 +9,7 @@ from helpers_rows import rows_by_id
 
 from release.cli_options import selected_arch
 from release.core.errors import ToolError
-from release.wheelbuild.cross import (
+from release.wheelbuild.host.cross import (
     CrossTarget,
     cross_env,
     needs_cross,
@@ -117,7 +117,7 @@ def _runtime_wheel(path: Path, size: int) -> Path:
 def test_the_runtime_libraries_are_extracted_and_a_member_over_the_cap_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from release.wheelbuild import cross
+    from release.wheelbuild.host import cross
 
     monkeypatch.setattr(cross, "RUNTIME_MEMBER_CAP", 1000)
     ok = tmp_path / "ok"

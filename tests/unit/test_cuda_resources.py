@@ -23,7 +23,7 @@ NAMED_IN_CODE = {"libcudart", "libcuda"}
 # Prose that names one library, not a list: the CUDA 12 nvcc wheels' contents (toolchain's message).
 PROSE = {("release/wheelbuild/toolchain.py", "libnvvm")}
 # The one [headers] entry the code reasons about by name: cuda.h carries the driver API's CUDA_VERSION
-# (release/audit/cpp/cuda_headers.py reads the version from it, release/wheelbuild/host.py probes a toolkit by it).
+# (release/audit/cpp/cuda_headers.py reads the version from it, release/wheelbuild/host/backend.py probes a toolkit by it).
 HEADERS_NAMED_IN_CODE = {"cuda.h"}
 
 

@@ -24,7 +24,7 @@ from release.core.locks import exclusive, install_once, lock_file
 from release.core.machine import PythonInfo
 from release.smoke import resolve
 from release.smoke.wheelhouse import fill, wheelhouse_for
-from release.wheelbuild.isolated import (
+from release.wheelbuild.host.isolated import (
     MARKER,
     MARKER_VERSION,
     Constraints,

@@ -25,7 +25,7 @@ from release.policy.matrix import Row, expand, select
 from release.policy.model import Policy
 from release.policy.versions import python_tag_matches
 from release.records import row_for_wheel, row_matches_wheel
-from release.wheelbuild.contract import channels_for
+from release.wheelbuild.repair.contract import channels_for
 
 ROOT = Path(__file__).resolve().parents[2]
 LAZY = ROOT / "examples" / "lazysaxpy" / "rows.toml"

@@ -14,8 +14,8 @@ from helpers_rows import rows_by_id
 from release import runpath
 from release.audit.checks import loader
 from release.audit.model import Expectation
-from release.wheelbuild.contract import Library, WheelFacts, decide, row_contract
-from release.wheelbuild.wheelfile import install_path
+from release.wheelbuild.repair.contract import Library, WheelFacts, decide, row_contract
+from release.wheelbuild.repair.wheelfile import install_path
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = rows_by_id()["cu130-py312-x86_64"]

@@ -1,6 +1,6 @@
 """The tools a host build needs besides its CPython (:func:`release.core.machine.find_python`):
 patchelf for auditwheel and the contract step. The build environment each interpreter runs
-the project's backend in is :mod:`release.wheelbuild.isolated`'s."""
+the project's backend in is :mod:`release.wheelbuild.host.isolated`'s."""
 
 from __future__ import annotations
 

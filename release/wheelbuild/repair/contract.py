@@ -13,7 +13,7 @@ container builds alike), this step holds the wheel to the row and fixes what it 
   library's pip package installs it (``$ORIGIN/../nvidia/cu13/lib``), computed from the
   library's place in the wheel; absolute and non-``$ORIGIN`` entries are dropped;
 - ``RECORD`` rewritten; members in a fixed order, timestamps from ``SOURCE_DATE_EPOCH``
-  (:mod:`release.wheelbuild.wheelfile`).
+  (:mod:`release.wheelbuild.repair.wheelfile`).
 
 A wheel that already satisfies the contract is left alone, byte for byte. What cannot be
 fixed stops the build naming the library: a statically linked CUDA runtime where the row
@@ -46,7 +46,7 @@ from release.policy.matrix import Row
 from release.policy.model import CudaPackage, Dependency
 from release.resources import cuda
 from release.runpath import origin_entry, runpath_for
-from release.wheelbuild.wheelfile import install_path, rewrite
+from release.wheelbuild.repair.wheelfile import install_path, rewrite
 
 PATCHELF_TIMEOUT_S = 300.0
 # The host-side registration of device code that only the CUDA runtime serves.

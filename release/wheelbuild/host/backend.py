@@ -1,11 +1,11 @@
 """The host backend: one row's build on this machine, from a plan made before it runs.
 
-1. the project is copied into its fixed source folder (:mod:`release.wheelbuild.stage`):
+1. the project is copied into its fixed source folder (:mod:`release.wheelbuild.host.stage`):
    ``/tmp/wheelwright-src/<project>-<variant>/src`` on every machine, under a lock. nvcc names a
    source's anonymous namespaces after its absolute path, so a folder that follows the cache or
    the home folder would make every machine's device code differ;
-2. the isolated build environment (:mod:`release.wheelbuild.isolated`) runs the project's own
-   backend through :mod:`release.wheelbuild.frontend`; when the backend asks for more than its
+2. the isolated build environment (:mod:`release.wheelbuild.host.isolated`) runs the project's own
+   backend through :mod:`release.wheelbuild.host.frontend`; when the backend asks for more than its
    ``[build-system].requires``, an environment that also holds that is made and used;
 3. a CPU row's environment has no CUDA in it: no toolkit ``bin`` on PATH (a folder that only
    holds an nvcc wrapper is mirrored without it), no CUDA include or library path;
@@ -31,7 +31,6 @@ from release.core.log import detail, say
 from release.core.machine import PythonInfo
 from release.core.pip import NO_PIP_CONFIG
 from release.policy.matrix import Row
-from release.wheelbuild.cross import CrossTarget, cross_env
 from release.wheelbuild.environment import (
     CUDA_SEARCH_PATHS,
     CUDA_TOOLS,
@@ -42,12 +41,13 @@ from release.wheelbuild.environment import (
     pip_cuda_headers,
     pip_cuda_include_dirs,
 )
-from release.wheelbuild.frontend import MISSING_EXIT, MISSING_PREFIX
-from release.wheelbuild.isolated import BuildSystem, EnvSpec, ensure_build_env, env_spec
+from release.wheelbuild.host.cross import CrossTarget, cross_env
+from release.wheelbuild.host.frontend import MISSING_EXIT, MISSING_PREFIX
+from release.wheelbuild.host.isolated import BuildSystem, EnvSpec, ensure_build_env, env_spec
+from release.wheelbuild.host.stage import copy_project, source_slot
 from release.wheelbuild.job import RowJob
 from release.wheelbuild.output import finish_wheel
 from release.wheelbuild.plan import BuildPlan, Command
-from release.wheelbuild.stage import copy_project, source_slot
 from release.wheelbuild.toolchain import Toolchain
 
 _KERNEL_CACHE_RE = re.compile(r"kernel cache (hit|miss)\b")
@@ -66,7 +66,7 @@ class HostJob(RowJob):
     env: EnvSpec
     src_dir: Path
     epoch: str | None
-    cross: CrossTarget | None = None  # another CPU arch's row, cross-compiled (release.wheelbuild.cross)
+    cross: CrossTarget | None = None  # another CPU arch's row, cross-compiled (release.wheelbuild.host.cross)
 
 
 # --------------------------------------------------------------------------- CPU rows: facts and mirrors

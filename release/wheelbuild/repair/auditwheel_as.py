@@ -1,4 +1,4 @@
-"""``python -m release.wheelbuild.auditwheel_as ARCH repair --only-plat --plat TAG [--exclude PAT]...
+"""``python -m release.wheelbuild.repair.auditwheel_as ARCH repair --only-plat --plat TAG [--exclude PAT]...
 -w DIR WHEEL``: auditwheel's repair of a wheel of another CPU architecture (a cross build's repair).
 
 auditwheel's command line offers the ``--plat`` choices of the machine it runs on, so on x86_64
@@ -75,7 +75,9 @@ def repair(arch: str, plat: str, excludes: list[str], out_dir: Path, wheel: Path
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m release.wheelbuild.auditwheel_as", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m release.wheelbuild.repair.auditwheel_as", description=__doc__
+    )
     parser.add_argument("arch", choices=ARCHS)
     parser.add_argument("command", choices=("repair",))
     parser.add_argument("--only-plat", action="store_true", required=True)

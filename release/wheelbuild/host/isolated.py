@@ -53,7 +53,7 @@ PIP_TIMEOUT_S = 1800.0  # torch and its CUDA packages are several GB
 DEFAULT_REQUIRES: tuple[str, ...] = ("setuptools>=40.8.0",)
 DEFAULT_BACKEND = "setuptools.build_meta:__legacy__"
 # What the environment needs besides the project's requirements: the frontend
-# (release/wheelbuild/frontend.py runs build's ProjectBuilder). Versions come from the constraints.
+# (release/wheelbuild/host/frontend.py runs build's ProjectBuilder). Versions come from the constraints.
 FRONTEND_REQUIRES: tuple[str, ...] = (
     "build",
     "pyproject_hooks",
