@@ -136,7 +136,11 @@ def cmd_smoke(args: argparse.Namespace) -> int:
             raise InputError(f"--wheelhouse {args.wheelhouse}: no such folder")
     failed = 0
     for row in rows:
-        wheel = Path(args.wheel) if args.wheel else the_wheel(Path(args.dist), row, "smoke")
+        wheel = (
+            Path(args.wheel)
+            if args.wheel
+            else the_wheel(Path(args.dist), row, "smoke", policy_path=args.policy)
+        )
         if not wheel.is_file():
             raise InputError(f"{wheel}: no such wheel")
         if not row_matches_wheel(row, wheel.name):

@@ -111,13 +111,28 @@ def wheels_for_row(dist_dir: Path, row: Row) -> list[Path]:
     return sorted(p for p in folder.glob("*.whl") if row_matches_wheel(row, p.name))
 
 
-def one_wheel_problem(dist_dir: Path, row: Row, found: Collection[Path], step: str) -> str | None:
+def build_hint(row: Row, dist_dir: Path, policy_path: str | None = None, host: str | None = None) -> str:
+    """The command that builds the row's wheel where the user's step looks for it, repeating the
+    user's own ``--policy`` and ``--dist`` and, for nox, the arch the session must select (pure)."""
+    from release.core.machine import host_platform
+    from release.policy.load import DEFAULT_POLICY
+
+    policy = policy_path if policy_path and Path(policy_path).as_posix() != DEFAULT_POLICY else None
+    dist = None if Path(dist_dir) == Path("dist") else str(dist_dir)
+    options = (f" --policy {policy}" if policy else "") + (f" --dist {dist}" if dist else "")
+    env = (f"WHEELWRIGHT_ARCH={row.platform} " if row.platform != (host or host_platform()) else "") + (
+        f"WHEELWRIGHT_POLICY={policy} " if policy else ""
+    )
+    nox = f"{env}nox -s build-{row.session_suffix}" + (f" -- --dist {dist}" if dist else "")
+    return f"`python -m release build {row.id}{options}` ({nox})"
+
+
+def one_wheel_problem(
+    dist_dir: Path, row: Row, found: Collection[Path], step: str, *, policy_path: str | None = None
+) -> str | None:
     """Why ``found`` is not exactly one wheel for the row, or None (pure)."""
     if not found:
-        return (
-            f"no wheel for {row.id} in {dist_dir / row.variant}; run `python -m release build {row.id}` "
-            f"(nox -s build-{row.session_suffix}) before {step}"
-        )
+        return f"no wheel for {row.id} in {dist_dir / row.variant}; run {build_hint(row, dist_dir, policy_path)} before {step}"
     if len(found) > 1:
         names = ", ".join(sorted(p.name for p in found))
         return (
@@ -126,10 +141,10 @@ def one_wheel_problem(dist_dir: Path, row: Row, found: Collection[Path], step: s
     return None
 
 
-def the_wheel(dist_dir: Path, row: Row, step: str) -> Path:
+def the_wheel(dist_dir: Path, row: Row, step: str, *, policy_path: str | None = None) -> Path:
     """Exactly one wheel for the row, or InputError saying what to run first."""
     found = wheels_for_row(dist_dir, row)
-    problem = one_wheel_problem(dist_dir, row, found, step)
+    problem = one_wheel_problem(dist_dir, row, found, step, policy_path=policy_path)
     if problem:
         raise InputError(problem)
     return found[0]

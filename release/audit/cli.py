@@ -188,7 +188,7 @@ def _wheels(args: argparse.Namespace, policy: Policy | None) -> list[str]:
 
         policy = policy or load_policy(args.policy or DEFAULT_POLICY)
         for row in select(policy, expand(policy), patterns=(item,)):
-            wheel = records.the_wheel(Path(args.dist), row, "audit")
+            wheel = records.the_wheel(Path(args.dist), row, "audit", policy_path=policy.path)
             try:
                 require_built(wheel, row_id=row.id, policy_sha256=records.policy_sha256(policy))
             except CheckFailed as exc:

@@ -152,13 +152,15 @@ def _chained(
     return record
 
 
-def check_ready(rows: Sequence[Row], dist: Path, *, policy_sha256: str) -> tuple[list[Ready], Unready]:
+def check_ready(
+    rows: Sequence[Row], dist: Path, *, policy_sha256: str, policy_path: str | None = None
+) -> tuple[list[Ready], Unready]:
     """Each row's wheel and the records of the steps before publish, checked; and every problem."""
     ready: list[Ready] = []
     problems = Unready()
     for row in rows:
         found = records.wheels_for_row(dist, row)
-        problem = records.one_wheel_problem(dist, row, found, "publish")
+        problem = records.one_wheel_problem(dist, row, found, "publish", policy_path=policy_path)
         if problem is not None:
             problems.append(problem)
             continue
@@ -260,7 +262,7 @@ def publish_rows(
     if pt.local_server:  # no other run stops or empties the index from here to the end of this run
         index_lease.claim(LOCAL_INDEX_DIR, log=say)
     with publish_session(dist, env=env, log=say) as session:
-        ready, problems = check_ready(rows, dist, policy_sha256=psha)
+        ready, problems = check_ready(rows, dist, policy_sha256=psha, policy_path=policy.path)
         if problems:
             text = (
                 f"nothing was published: {len(rows) - len(ready)} of {len(rows)} row(s) are not ready (each "

@@ -66,3 +66,24 @@ def test_a_standalone_audit_writes_nothing_unless_asked(
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [wheel.name] + ([f"{wheel.name}.audit.html", f"{wheel.name}.audit.json"] if written else [])
     )
+
+
+def test_a_hint_repeats_the_users_policy_and_dist_and_the_sessions_arch() -> None:
+    """Issue 24 item 9: the command a hint names does what it says for the user who reads it."""
+    from helpers_rows import rows_by_id
+
+    from release.records import build_hint, one_wheel_problem
+
+    rows = rows_by_id()
+    plain = build_hint(rows["cu130-py312-x86_64"], Path("dist"), "rows.toml", host="x86_64")
+    assert plain == "`python -m release build cu130-py312-x86_64` (nox -s build-cu130-py312)"
+    theirs = build_hint(rows["cu130-py312-aarch64"], Path("out"), "ci/policy.toml", host="x86_64")
+    assert theirs == (
+        "`python -m release build cu130-py312-aarch64 --policy ci/policy.toml --dist out` "
+        "(WHEELWRIGHT_ARCH=aarch64 WHEELWRIGHT_POLICY=ci/policy.toml nox -s build-cu130-py312 -- --dist out)"
+    )
+    said = one_wheel_problem(
+        Path("out"), rows["cu130-py312-x86_64"], [], "smoke", policy_path="ci/policy.toml"
+    )
+    assert said is not None and said.startswith("no wheel for cu130-py312-x86_64 in out/cu130; run ")
+    assert "--policy ci/policy.toml --dist out" in said and said.endswith(" before smoke")
