@@ -76,7 +76,16 @@ def git_dirty(repo: Path) -> list[str]:
     """Changed or untracked files (ignored ones are fine: dist/, .venv/, .wheelwright/)."""
     result = run(["git", "status", "--porcelain"], cwd=repo, check=False, timeout=60)
     if result.returncode != 0:
-        raise ToolError(f"cannot read the git status of {repo}: {result.stderr.strip()}")
+        said = result.stderr.strip()
+        if "not a git repository" in said:  # not a tool missing: a release is built from committed sources
+            raise InputError(
+                f"{repo} is not in a git repository: a release is built from committed sources, so that what "
+                "was released can be named and rebuilt. Commit the project to git, or pass --allow-dirty for "
+                "a local experiment"
+            )
+        raise ToolError(
+            f"cannot read the git status of {repo}: {said}; or pass --allow-dirty for a local experiment"
+        )
     return [line[3:] for line in result.stdout.splitlines() if line.strip()]
 
 

@@ -87,3 +87,14 @@ def test_a_hint_repeats_the_users_policy_and_dist_and_the_sessions_arch() -> Non
     )
     assert said is not None and said.startswith("no wheel for cu130-py312-x86_64 in out/cu130; run ")
     assert "--policy ci/policy.toml --dist out" in said and said.endswith(" before smoke")
+
+
+def test_a_rehearsal_outside_git_names_the_way_out(tmp_path: Path) -> None:
+    """Outside a git repository: bad input (2) naming --allow-dirty, not a missing tool (3)."""
+    shutil.copy2(ROOT / "rows.toml", tmp_path / "rows.toml")
+    shutil.copytree(ROOT / "examples" / "tinyaxpy", tmp_path / "examples" / "tinyaxpy")
+    env = {**repo_env(), "GIT_CEILING_DIRECTORIES": str(tmp_path.parent)}
+    proc = python_m("release", "release", "--rehearsal", "cpu-py312", env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "is not in a git repository" in proc.stderr and "--allow-dirty" in proc.stderr
+    assert not list(tmp_path.glob("dist/**/*.whl"))
