@@ -37,6 +37,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from release.core.errors import CheckFailed, InputError
 from release.core.files import write_atomic
 from release.core.hashing import sha256_file
+from release.hints import build_hint
 from release.policy.matrix import Row
 from release.policy.model import Policy
 
@@ -109,22 +110,6 @@ def wheels_for_row(dist_dir: Path, row: Row) -> list[Path]:
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.glob("*.whl") if row_matches_wheel(row, p.name))
-
-
-def build_hint(row: Row, dist_dir: Path, policy_path: str | None = None, host: str | None = None) -> str:
-    """The command that builds the row's wheel where the user's step looks for it, repeating the
-    user's own ``--policy`` and ``--dist`` and, for nox, the arch the session must select (pure)."""
-    from release.core.machine import host_platform
-    from release.policy.load import DEFAULT_POLICY
-
-    policy = policy_path if policy_path and Path(policy_path).as_posix() != DEFAULT_POLICY else None
-    dist = None if Path(dist_dir) == Path("dist") else str(dist_dir)
-    options = (f" --policy {policy}" if policy else "") + (f" --dist {dist}" if dist else "")
-    env = (f"WHEELWRIGHT_ARCH={row.platform} " if row.platform != (host or host_platform()) else "") + (
-        f"WHEELWRIGHT_POLICY={policy} " if policy else ""
-    )
-    nox = f"{env}nox -s build-{row.session_suffix}" + (f" -- --dist {dist}" if dist else "")
-    return f"`python -m release build {row.id}{options}` ({nox})"
 
 
 def one_wheel_problem(

@@ -72,7 +72,8 @@ def test_a_hint_repeats_the_users_policy_and_dist_and_the_sessions_arch() -> Non
     """Issue 24 item 9: the command a hint names does what it says for the user who reads it."""
     from helpers_rows import rows_by_id
 
-    from release.records import build_hint, one_wheel_problem
+    from release.hints import build_hint
+    from release.records import one_wheel_problem
 
     rows = rows_by_id()
     plain = build_hint(rows["cu130-py312-x86_64"], Path("dist"), "rows.toml", host="x86_64")
