@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers_proc import python_m
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,3 +45,14 @@ def _default_verbosity() -> Iterator[None]:
 
     yield
     log.configure(level=log.NORMAL)
+
+
+@pytest.fixture
+def stop_rehearsal_index(tmp_path: Path) -> Iterator[None]:
+    """A rehearsal leaves its local index running (by design, for the printed install lines): stop
+    the one under ``tmp_path/repo`` when the test ends (``@pytest.mark.usefixtures`` it)."""
+    yield
+    root = tmp_path / "repo" / ".wheelwright" / "index"
+    if root.is_dir():
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        python_m("release", "index", "stop", "--root", str(root), env=env, timeout=120)

@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from release.binary.elf import read_elf
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "tests" / "fixtures" / "cuda12" / "rows.toml"
-pytestmark = [pytest.mark.integration, pytest.mark.network]
+pytestmark = [pytest.mark.integration, pytest.mark.network, pytest.mark.usefixtures("stop_rehearsal_index")]
 
 
 @pytest.fixture(scope="module")
@@ -57,24 +56,6 @@ def _release(repo: Path, env: dict[str, str], *args: str) -> subprocess.Complete
 def _no_cuda_home() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "WHEELWRIGHT_ARCH")}
     return env
-
-
-@pytest.fixture(autouse=True)
-def _stop_local_index(tmp_path: Path) -> Iterator[None]:
-    """The rehearsal leaves its local index running (by design, for the printed install lines):
-    stop it when the test ends."""
-    yield
-    root = tmp_path / "repo" / ".wheelwright" / "index"
-    if root.is_dir():
-        python_m(
-            "release",
-            "index",
-            "stop",
-            "--root",
-            str(root),
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            timeout=120,
-        )
 
 
 def test_a_cu124_row_is_built_audited_smoked_and_published(cuda12_home: Path, tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from helpers_repo import commit_all, copy_example
 from release.core.machine import host_platform
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("stop_rehearsal_index")]
 
 
 def _release(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -29,24 +28,6 @@ def _release(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return python_m(
         "release", "release", "--policy", str(repo / "rows.toml"), *args, cwd=repo, env=env, timeout=900
     )
-
-
-@pytest.fixture(autouse=True)
-def _stop_local_index(tmp_path: Path) -> Iterator[None]:
-    """The rehearsal leaves its local index running (by design, for the printed install lines):
-    stop it when the test ends."""
-    yield
-    root = tmp_path / "repo" / ".wheelwright" / "index"
-    if root.is_dir():
-        python_m(
-            "release",
-            "index",
-            "stop",
-            "--root",
-            str(root),
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            timeout=120,
-        )
 
 
 def test_an_aarch64_cuda_row_is_built_audited_smoked_under_emulation_and_published(tmp_path: Path) -> None:
