@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,3 +52,22 @@ def assert_process_ends(pid: int, what: str, within_s: float = 5.0) -> None:
             return
         time.sleep(0.1)
     pytest.fail(f"{what} {pid} outlived its timeout")
+
+
+def audit_json(wheel: Path, *args: str, cwd: Path) -> tuple[int, dict[str, Any]]:
+    """``python -m release audit WHEEL ARGS --json`` in ``cwd`` (no rows.toml there): its exit code, which
+    must be a verdict (0 or 1), and the wheel's one result, with no error."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "release", "audit", str(wheel), *args, "--json"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
+    )
+    assert proc.returncode in (0, 1), f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    doc = json.loads(proc.stdout)
+    assert not doc["errors"], doc["errors"]
+    (result,) = doc["results"]
+    return proc.returncode, result

@@ -25,17 +25,15 @@ machine (2 cores): docs/audit.md. cuDNN's libraries (800 MB) are cross-checked o
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
-import sys
 import zipfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_proc import audit_json
 from real_wheels import CORPUS, real_wheel
 
 from release.binary.cuobjdump import ensure_cuobjdump, header_dump, list_device_code
@@ -50,20 +48,7 @@ EMBEDDED = {"nvidia_cusparse", "nvidia_cufft"}  # their passing claim allows dev
 
 def audit(wheel: Path, *args: str, cwd: Path) -> tuple[int, dict[str, Any]]:
     """``python -m release audit WHEEL ARGS --json --no-record`` in ``cwd`` (no rows.toml there)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "release", "audit", str(wheel), *args, "--json", "--no-record"],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=1800,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
-    )
-    assert proc.returncode in (0, 1), f"exit {proc.returncode}: {proc.stderr[-2000:]}"
-    doc = json.loads(proc.stdout)
-    assert not doc["errors"], doc["errors"]
-    (result,) = doc["results"]
-    return proc.returncode, result
+    return audit_json(wheel, *args, "--no-record", cwd=cwd)
 
 
 @pytest.fixture(scope="module")

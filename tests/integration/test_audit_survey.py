@@ -20,14 +20,11 @@ package provides".
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_proc import audit_json
 from real_wheels import SURVEY_TESTED, real_wheel, survey_wheel
 
 pytestmark = [pytest.mark.integration, pytest.mark.network]
@@ -134,20 +131,7 @@ EXPECTED: dict[str, tuple[int, list[str], str | None, list[str]]] = {
 
 def audit(wheel: Path, cwd: Path) -> tuple[int, dict[str, Any]]:
     """``python -m release audit WHEEL --json`` in ``cwd``, an empty folder, as docs/survey.md ran it."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "release", "audit", str(wheel), "--json"],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=1800,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
-    )
-    assert proc.returncode in (0, 1), f"exit {proc.returncode}: {proc.stderr[-2000:]}"
-    doc = json.loads(proc.stdout)
-    assert not doc["errors"], doc["errors"]
-    (result,) = doc["results"]
-    return proc.returncode, result
+    return audit_json(wheel, cwd=cwd)
 
 
 def test_every_tested_wheel_has_its_expectation() -> None:
