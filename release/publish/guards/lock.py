@@ -91,8 +91,13 @@ def me(command: str | None = None) -> Holder:
 
 def read_holder(folder: Path) -> Holder | None:
     """The holder the lock file names; None when it names none (free, or taken a moment ago)."""
+    return holder_in(folder / LOCK_NAME)
+
+
+def holder_in(path: Path) -> Holder | None:
+    """The holder a lock file or a lease file names; None when it names none (being written, or not one)."""
     try:
-        data = json.loads((folder / LOCK_NAME).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
         ticks = data.get("ticks")
         return Holder(
             int(data["pid"]),

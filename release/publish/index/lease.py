@@ -53,17 +53,8 @@ def live_leases(root: Path) -> list[lock.Holder]:
     found: list[lock.Holder] = []
     folder = root / LEASES_DIR
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            ticks = data.get("ticks")
-            holder = lock.Holder(
-                int(data["pid"]),
-                str(data["command"]),
-                str(data["started"]),
-                str(data["host"]),
-                ticks if type(ticks) is int else None,
-            )
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        holder = lock.holder_in(path)
+        if holder is None:
             continue  # being written, or not a lease: never a reason to remove anything
         if holder.pid == os.getpid():
             continue
