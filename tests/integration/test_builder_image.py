@@ -138,13 +138,13 @@ def test_a_toolchain_without_one_nvcc_pin_is_refused() -> None:
 
 SOURCES_822 = """\
 Types: deb
-URIs: http://deb.debian.org/debian
+URIs: http://mirror.example/debian
 Suites: bookworm bookworm-updates
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 Types: deb
-URIs: http://deb.debian.org/debian-security
+URIs: http://mirror.example/debian-security
 Suites: bookworm-security
 Components: main
 """
@@ -156,7 +156,7 @@ def test_the_mirror_is_the_source_serving_the_suite_with_main() -> None:
         *parse_deb822_sources(SOURCES_822, "debian.sources"),
     ]
     chosen = recipes.pick_mirror(sources, "bookworm")
-    assert chosen.uri == "http://deb.debian.org/debian"
+    assert chosen.uri == "http://mirror.example/debian"
     assert chosen.signed_by == "/usr/share/keyrings/debian-archive-keyring.gpg"
     with pytest.raises(InputError, match=r"no apt source serves trixie main .*debian.sources"):
         recipes.pick_mirror(sources, "trixie")
@@ -332,7 +332,7 @@ FAKE_DOCKER = """#!/bin/sh
 # `docker manifest inspect IMAGE`, answered from the list of images that exist
 [ "$1 $2" = "manifest inspect" ] || { echo "fake docker: unexpected $*" >&2; exit 2; }
 if grep -qxF "$3" "$EXISTING"; then echo '{"schemaVersion": 2}'; exit 0; fi
-echo "no such manifest: docker.io/$3:latest" >&2
+echo "no such manifest: registry.example/$3:latest" >&2
 exit 1
 """
 
