@@ -3,40 +3,34 @@
 :func:`prepare_publish` checks every wheel against its audit record, copies each into the
 run's staging folder and audits the copy again (:mod:`release.publish.guards.reverify`), then reads
 the index and plans; it uploads nothing. :func:`execute_publish` uploads the staged copies
-with twine, one file per call, each under its deadline (:mod:`release.publish.guards.deadlines`),
-and reads the index back; :func:`publish` is the two in a row, in its own
-:func:`~release.publish.staging.publish_session`. Errors keep their kind: a refusal or a
-read-back that finds other than the audited set is CheckFailed (1), a failed or timed-out
-upload StepFailed (4); each says what this run did so far and the one thing to do next.
+with twine, one file per call, each under its deadline (:mod:`release.publish.twine_upload`, which
+says what the index holds when one fails), and reads the index back; :func:`publish` is the two in
+a row, in its own :func:`~release.publish.staging.publish_session`. Errors keep their kind: a
+refusal or a read-back that finds other than the audited set is CheckFailed (1), a failed or
+timed-out upload StepFailed (4); each says what this run did so far and the one thing to do next.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import signal
-import subprocess
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
-from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 from packaging.utils import parse_wheel_filename
 
 from release.audit.model import Expectation
-from release.core import log, proc
+from release.core import log
 from release.core.errors import CheckFailed, InputError, StepFailed
 from release.policy.matrix import expand
 from release.policy.model import Policy
 from release.policy.targets import IndexTarget, Target
 from release.publish.dist_wheels import collect_wheels, load_audited_wheels
-from release.publish.guards import seal
 from release.publish.guards.conflicts import describe_conflict
-from release.publish.guards.deadlines import Clock, Deadlines, deadlines_for, dies_with_parent
+from release.publish.guards.deadlines import Clock, Deadlines, deadlines_for
 from release.publish.guards.identity import unexpected_problems
 from release.publish.guards.plan import (
     MIB,
@@ -50,15 +44,12 @@ from release.publish.guards.plan import (
     check_local_set,
     check_sizes,
     check_target_urls,
-    credential_env_names,
     file_key,
     plan_publish,
     read_auth,
     release_of,
     resolve_credentials,
     ruled,
-    twine_command,
-    twine_env,
 )
 from release.publish.guards.readback import download_limit, served_problem
 from release.publish.guards.reverify import Reaudited, stage_and_reaudit
@@ -72,10 +63,8 @@ from release.publish.index.client import (
     read_listing,
 )
 from release.publish.index.listing import listing_problems
-from release.publish.index.static import add_wheels, write_static_index
 from release.publish.staging import Session, publish_session
-
-Outcome = Literal["uploaded", "raced"]
+from release.publish.twine_upload import done_so_far, upload_one
 
 
 def _stderr_log(line: str) -> None:
@@ -271,14 +260,6 @@ def prepare_publish(
     )
 
 
-def _so_far(uploaded: Sequence[str], p: PreparedPublish) -> str:
-    done = ", ".join(uploaded) if uploaded else "none"
-    return (
-        f"done so far on {p.where}: {len(uploaded)} of {len(p.plan.to_upload)} file(s) uploaded by this "
-        f"run ({done}), {len(p.plan.skip_same)} already there"
-    )
-
-
 def execute_publish(
     prepared: PreparedPublish, *, log: Log | None = None, hook: Hook | None = None
 ) -> PublishReport:
@@ -308,7 +289,7 @@ def execute_publish(
         say(f"  + [{n}/{len(plan.to_upload)}] uploading {wheel.filename} ({wheel.size / MIB:.1f} MiB)")
         if hook:
             hook("before-upload", wheel.filename)
-        outcome = _upload_one(wheel, p, uploaded, say)
+        outcome = upload_one(wheel, p, uploaded, say)
         (uploaded if outcome == "uploaded" else raced).append(wheel.filename)
         if hook:
             hook("uploaded", wheel.filename)
@@ -323,14 +304,14 @@ def execute_publish(
     except StepFailed as exc:
         raise StepFailed(
             f"after uploading, reading {p.where} back failed: {exc}"
-            f"\n{_so_far(uploaded, p)}; rerun the same command to check and complete: files "
+            f"\n{done_so_far(uploaded, p)}; rerun the same command to check and complete: files "
             "already on the index with the audited sha256 are skipped"
         ) from None
     if problems:
         raise CheckFailed(
             f"after publishing to {p.where} the index does not hold exactly the audited set:\n"
             + "\n".join(f"  - {red(x)}" for x in problems)
-            + f"\n{_so_far(uploaded, p)}"
+            + f"\n{done_so_far(uploaded, p)}"
         )
     extra = f", {len(raced)} uploaded by someone else meanwhile" if raced else ""
     say(
@@ -438,13 +419,6 @@ def publish(
         return execute_publish(prepared, log=log, hook=hook)
 
 
-def _add_to_static(staged: Path, index: IndexTarget) -> None:
-    """A ``file://`` upload URL is a static index folder: add the file, rewrite the pages."""
-    root = Path(url2pathname(urlsplit(index.upload_url).path))
-    add_wheels(root, [staged])
-    write_static_index(root)
-
-
 def _stop_after(env: Mapping[str, str]) -> int | None:
     raw = env.get(STOP_AFTER_ENV)
     if not raw:
@@ -452,88 +426,3 @@ def _stop_after(env: Mapping[str, str]) -> int | None:
     if not raw.isdigit() or int(raw) < 1:
         raise InputError(f"{STOP_AFTER_ENV}={raw!r}: a positive whole number (test-only hook)")
     return int(raw)
-
-
-def _run_twine(wheel: LocalWheel, p: PreparedPublish) -> tuple[bool, str, float | None]:
-    """(ok, output, the deadline when twine was killed at it)."""
-    limit = p.deadlines.for_upload(wheel.size)
-    command = dies_with_parent(twine_command(p.index, wheel.path), os.getpid())
-    try:
-        result = proc.run(command, env=twine_env(p.environ, p.creds), check=False, timeout=limit)
-    except StepFailed as exc:
-        if isinstance(exc.__cause__, subprocess.TimeoutExpired):
-            return False, "", limit
-        return False, str(exc), None
-    return result.returncode == 0, result.stdout + "\n" + result.stderr, None
-
-
-def _send(wheel: LocalWheel, p: PreparedPublish) -> tuple[bool, str, float | None]:
-    """One upload of the staged file: twine, or a copy into a static index folder."""
-    if p.index.upload_url.startswith("file://"):
-        _add_to_static(wheel.path, p.index)
-        return True, "", None
-    return _run_twine(wheel, p)
-
-
-def _upload_one(wheel: LocalWheel, p: PreparedPublish, uploaded: Sequence[str], say: Log) -> Outcome:
-    """Upload one staged wheel, sealed (:func:`release.publish.guards.seal.sealed_upload`: hashed right
-    before and right after); on any failure read the index back and say exactly what is there."""
-    try:
-        ok, output, killed_at = seal.sealed_upload(
-            wheel.path, wheel.filename, wheel.sha256, lambda: _send(wheel, p)
-        )
-    except CheckFailed as exc:
-        raise CheckFailed(f"{exc}\n{_so_far(uploaded, p)}") from None
-    if ok:
-        return "uploaded"
-    red = p.redactor
-    tail = "\n".join(red(output).strip().splitlines()[-15:])
-    if killed_at is not None:
-        what = ruled(
-            "deadline",
-            f"uploading {wheel.filename} to {p.where} did not finish within its {killed_at:g} s deadline "
-            "(the upload deadline, WHEELWRIGHT_UPLOAD_DEADLINE_S); twine was stopped",
-        )
-    else:
-        what = f"uploading {wheel.filename} to {p.where} failed:\n{tail}"
-    so_far = _so_far(uploaded, p)
-    try:
-        files = p.remote.files()
-    except StepFailed as exc:
-        raise StepFailed(
-            f"{what}\nthe index could not be read back ({exc}), so whether {wheel.filename} arrived is "
-            f"unknown\n{so_far}; rerun the same command: it reads the index first and uploads only "
-            "what is missing"
-        ) from None
-    by_key = {file_key(n): f for n, f in files.items()}
-    there = by_key.get(file_key(wheel.filename))
-    if there is not None and there.sha256 == wheel.sha256:
-        if re.search(r"HTTPError: 4\d\d\b", output):  # the index refused ours: someone else's copy
-            say(
-                f"  = {wheel.filename} was uploaded by someone else meanwhile (same sha256); not counted as ours"
-            )
-            return "raced"
-        say(f"  ! {what.splitlines()[0]}; but the index holds {wheel.filename} with the audited sha256")
-        return "uploaded"
-    if there is not None:
-        plan = plan_publish([wheel], {n: str(f.sha256) for n, f in files.items()})
-        diagnosis = describe_conflict(
-            plan.conflicts[0],
-            staged=wheel.path,
-            remote=there,
-            index=p.index,
-            local_folder=p.local_folder,
-            auth=p.remote.auth,
-            timeout=p.remote.timeout,
-            redactor=red,
-        )
-        raise CheckFailed(f"{what}\n{diagnosis}\n{so_far}")
-    resume = f"{so_far}; the index does not hold {wheel.filename}: rerun the same command to resume"
-    if re.search(r"\b(401|403)\b", output):
-        source = p.creds.source if p.creds else "twine's keyring (no credential variable is set)"
-        user_var, pass_var = credential_env_names(p.index.variant)
-        resume = (
-            f"the index refused the upload credentials from {source}; set {user_var}/{pass_var} "
-            f"(or TWINE_USERNAME/TWINE_PASSWORD) to an account allowed to upload\n{resume}"
-        )
-    raise StepFailed(f"{what}\n{resume}")

@@ -17,7 +17,8 @@ A row of another CPU (aarch64 on this x86_64 machine) runs the same steps under 
 interpreter is :func:`release.emulate.python.find_python`'s, whose variables (``QEMU_LD_PREFIX``)
 go into the environment of every command of the row; its dependencies are downloaded for its
 platform; its C++ consumer is built by the cross compiler. The verdict is the same
-:func:`evaluate`; the outcome adds one line saying it ran under emulation and what that cost.
+:func:`evaluate`; the outcome adds one line saying it ran under emulation and what that cost
+(:mod:`release.smoke.emulation`, pure). The step's record is :mod:`release.smoke.record`'s.
 """
 
 from __future__ import annotations
@@ -44,11 +45,12 @@ from release.core import log
 from release.core.durations import seconds
 from release.core.errors import InputError, StepFailed, ToolError
 from release.core.hashing import sha256_file
-from release.core.machine import PythonInfo, default_cache_dir, host_platform
+from release.core.machine import PythonInfo, default_cache_dir
 from release.core.pip import NO_PIP_CONFIG
 from release.core.proc import Result, run
 from release.policy.matrix import Row
 from release.policy.model import Project
+from release.smoke.emulation import cross_compiler, foreign_python, with_emulation
 from release.smoke.evaluate import Outcome, combine, evaluate
 from release.smoke.libraries import LIBRARIES_FILE, cuda_linking, other_cpu
 from release.smoke.probe import (
@@ -59,6 +61,7 @@ from release.smoke.probe import (
     crash_report,
     with_tracebacks,
 )
+from release.smoke.record import write_record
 from release.smoke.wheelhouse import Target, Wheelhouse, fill, target_for
 
 KEEP_TMP_VAR = "WHEELWRIGHT_KEEP_TMP"
@@ -167,7 +170,7 @@ def _fresh_venv(
         _log(row, f"creating a fresh venv with {python} (pip {_pip_version()} installs into it)")
         venv_args = [str(python), "-m", "venv", "--without-pip", str(venv)]
         _step(row, "create a venv", limits.venv, venv_args, env=env)
-        if _foreign(info):
+        if foreign_python(info):
             from release.emulate.pip import pip_runner
 
             return [str(vpy), str(pip_runner(info, default_cache_dir(env)))]
@@ -333,7 +336,9 @@ def smoke_wheel(
     try:
         venv = tmp / "venv"
         pip = _fresh_venv(row, info, venv, limits, base)
-        target = target_for(row.manylinux, info.arch, row.python) if _foreign(info) and info.arch else None
+        target = (
+            target_for(row.manylinux, info.arch, row.python) if foreign_python(info) and info.arch else None
+        )
         _install(
             row, pip, wheel, index_url=index_url, extra_index_urls=extra_index_urls,
             wheelhouse=wheelhouse, env=pip_env(base), cwd=tmp, limits=limits, target=target,
@@ -343,13 +348,13 @@ def smoke_wheel(
         libraries, foreign = _libraries(row, wheel, vpy, tmp, clean, limits)
         probe = _probe(row, project, vpy, tmp, clean, limits, libraries)
         if isinstance(probe, Outcome):
-            return _with_emulation(probe, info, time.monotonic() - started)
+            return with_emulation(probe, info, time.monotonic() - started)
         sdk = probe.get("sdk")
         if project.sdk and "sdk_error" not in probe and not isinstance(sdk, dict):
             probe["sdk_error"] = (
                 f"{project.sdk} returned {type(sdk).__name__}, not a dict of include_dir/lib_dir/libraries"
             )
-        cxx = cross_compiler(info.arch) if _foreign(info) else "g++"
+        cxx = cross_compiler(info.arch) if foreign_python(info) else "g++"
         cpp = _cpp_consumer(row, sdk, tmp, clean, limits, cxx) if isinstance(sdk, dict) else None
         outcome = evaluate(row, probe, cpp, project=project, other_cpu=foreign)
         lines = with_tracebacks(outcome.lines, probe)
@@ -360,7 +365,7 @@ def smoke_wheel(
                 *lines,
                 f"- dependencies installed from the smoke wheelhouse {wheelhouse.folder} (no index)",
             )
-        return _with_emulation(dataclasses.replace(outcome, lines=lines), info, time.monotonic() - started)
+        return with_emulation(dataclasses.replace(outcome, lines=lines), info, time.monotonic() - started)
     finally:
         if keep:
             log.warn(f"==> [{row.id}] smoke: kept {tmp} ({KEEP_TMP_VAR}=1)")
@@ -391,78 +396,6 @@ def _cpp_consumer(
 
 def _log(row: Row, message: str) -> None:
     log.say(row.id, f"smoke: {message}")
-
-
-def _foreign(info: PythonInfo) -> bool:
-    """Whether the interpreter is another CPU's than this machine's (run under emulation)."""
-    return info.arch is not None and info.arch != host_platform()
-
-
-def cross_compiler(arch: str | None) -> str:
-    """The C++ compiler that builds programs for ``arch`` on this machine: Debian's cross
-    ``g++`` (``aarch64-linux-gnu-g++``, package ``g++-aarch64-linux-gnu``), pure."""
-    from release.core.machine import TRIPLETS
-    from release.emulate.recipes import DEBIAN_ARCH  # the arches the emulated smoke runs
-
-    if arch is None or arch not in DEBIAN_ARCH:
-        raise ToolError(f"no cross compiler is known for {arch!r} (known: {sorted(DEBIAN_ARCH)})")
-    return f"{TRIPLETS[arch]}-g++"
-
-
-def emulation_line(info: PythonInfo, seconds: float) -> str:
-    """The one line a run under emulation adds to its outcome (pure)."""
-    return (
-        f"- ran under emulation: CPython {info.version} for {info.arch} on this {host_platform()} machine "
-        f"({info.emulated}); the fresh venv, install and probe took {seconds:.1f} s wall time"
-    )
-
-
-def _with_emulation(outcome: Outcome, info: PythonInfo, seconds: float) -> Outcome:
-    """``outcome`` with the emulation line and ``details["emulation"]`` when it ran under
-    emulation; as it is otherwise."""
-    if not info.emulated:
-        return outcome
-    details = {
-        **outcome.details,
-        "emulation": {
-            "arch": info.arch,
-            "host": host_platform(),
-            "how": info.emulated,
-            "interpreter": str(info.path),
-            "python_version": info.version,
-            "wall_seconds": round(seconds, 2),
-        },
-    }
-    return dataclasses.replace(
-        outcome, lines=(*outcome.lines, emulation_line(info, seconds)), details=details
-    )
-
-
-def write_record(
-    wheel: Path, row: Row, outcome: Outcome, *, policy_sha256: str, sha256: str | None = None
-) -> Path:
-    """``<wheel>.smoke.json`` beside the wheel, bound to its sha256 (``sha256``: the one its
-    audit record was checked against, so the record names the bytes that were audited), with
-    the probe's whole report as its evidence (:func:`release.records.smoke_evidence`): what a
-    production publish judges again before it trusts a GPU run."""
-    sha = sha256 or sha256_file(wheel)
-    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    record = records.SmokeRecord(
-        wheel=wheel.name,
-        sha256=sha,
-        policy_sha256=policy_sha256,
-        row=row.id,
-        variant=row.variant,
-        passed=outcome.passed,
-        executed=outcome.executed,
-        skipped_reason=None if outcome.executed else (outcome.skipped_reason or "not executed"),
-        libcudart=outcome.libcudart,
-        lines=tuple(outcome.lines),
-        check=outcome.details.get("check"),
-        at=at,
-        evidence=records.smoke_evidence(outcome.details, sha256=sha, at=at),
-    )
-    return records.write(wheel, record)
 
 
 def smoke_pythons(row: Row, env: Mapping[str, str]) -> dict[str, PythonInfo]:

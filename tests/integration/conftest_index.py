@@ -44,7 +44,7 @@ from release.policy.model import Policy
 from release.policy.targets import IndexTarget, Target
 from release.publish.index.local import LocalIndex, local_index
 from release.smoke.evaluate import evaluate
-from release.smoke.run import write_record
+from release.smoke.record import write_record
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"

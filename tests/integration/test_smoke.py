@@ -22,8 +22,9 @@ from release.policy.model import Policy
 from release.publish.index.local import local_index
 from release.smoke.evaluate import NO_CHECK, check_resolution
 from release.smoke.probe import PROBE_FILE, crash_report, with_tracebacks
+from release.smoke.record import write_record
 from release.smoke.resolve import resolved_wheel
-from release.smoke.run import smoke_wheel, write_record
+from release.smoke.run import smoke_wheel
 from release.smoke.wheelhouse import STAMP, download_args, wheelhouse_for
 from release.wheelbuild.run import build_row
 

@@ -34,7 +34,8 @@ from release.emulate.python import find_python
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
 from release.policy.model import Policy, Project
-from release.smoke.run import smoke_wheel, write_record
+from release.smoke.record import write_record
+from release.smoke.run import smoke_wheel
 from release.smoke.wheelhouse import Wheelhouse, target_for, wheelhouse_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ from helpers_rows import rows_by_id
 from release.core.errors import ToolError
 from release.core.machine import PythonInfo
 from release.core.pip import platform_tags
+from release.smoke.emulation import cross_compiler, emulation_line
 from release.smoke.evaluate import evaluate
-from release.smoke.run import cross_compiler, emulation_line
 from release.smoke.wheelhouse import Wheelhouse, download_args, target_for
 
 

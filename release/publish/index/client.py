@@ -8,11 +8,12 @@
   publishing needs. A file listed without a sha256 is downloaded and hashed.
   :func:`download` fetches one file's bytes (to tell a truncated upload from another file).
 - Every request has one deadline for its whole life (``timeout=(connect, whole request)``),
-  not a per-read timeout: :mod:`release.publish.index.transport`.
+  not a per-read timeout, and follows redirects within one origin only:
+  :mod:`release.publish.index.request` over :mod:`release.publish.index.transport`.
+- :func:`resolve_simple_url` turns the index name ``pypi`` into pip's default index
+  (:mod:`release.publish.index.pip_default`).
 - :class:`Redactor` and :func:`redact_url` remove credentials (passwords, tokens,
   URL userinfo) from every line a person or a log will see.
-- :func:`check_channels`: before a build, ask each dependency channel whether it
-  publishes anything for the row's CPU arch.
 
 Every failure is a :class:`~release.core.errors.StepFailed` whose message names the
 index (credentials removed) and what to do; no credential ever reaches it.
@@ -21,13 +22,9 @@ index (credentials removed) and what to do; no credential ever reaches it.
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
-import http.client
 import json
-import os
 import re
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -40,18 +37,15 @@ from packaging.utils import (
     canonicalize_name,
 )
 
-from release.core import proc
-from release.core.errors import InputError, StepFailed, ToolError
-from release.core.pip import NO_PIP_CONFIG
+from release.core.errors import InputError, StepFailed
 from release.policy.targets import DEFAULT_INDEX, KNOWN_INDEXES, is_index_name, join_url
-from release.publish.guards.deadlines import Clock
-from release.publish.index import transport
+from release.publish.index import request
+from release.publish.index.pip_default import pip_default_index
 
 JSON_CONTENT_TYPE = "application/vnd.pypi.simple.v1+json"
 HTML_CONTENT_TYPE = "application/vnd.pypi.simple.v1+html"
 ACCEPT = f"{JSON_CONTENT_TYPE}, {HTML_CONTENT_TYPE};q=0.2, text/html;q=0.01"
 DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 60.0)  # (connect, whole request) seconds
-MAX_REDIRECTS = 5
 REDACTED = "***"
 
 Auth = tuple[str, str]
@@ -126,9 +120,6 @@ class IndexFile:
     sha256: str | None  # lower-case hex, when the index gives it
 
 
-_PIP_DEFAULT_RE = re.compile(r"--index-url\b[^\n]*?\(default ([a-z][a-z0-9+.-]*://[^\s)]+)\)")
-
-
 def resolve_simple_url(simple_url: str) -> str:
     """A simple-API root: a URL as given, or ``pypi`` (:data:`~release.policy.targets.DEFAULT_INDEX`),
     pip's default index as pip documents it, so that no registry host name is written in rows.toml
@@ -147,30 +138,6 @@ def resolve_simple_url(simple_url: str) -> str:
         f"{simple_url!r} is neither a URL nor a known index name ({', '.join(KNOWN_INDEXES)}); "
         "write the index's simple URL"
     )
-
-
-@functools.cache
-def pip_default_index() -> str:
-    """pip's default index URL, as pip's own command line documents it (``pip install --help``:
-    ``--index-url ... (default <url>)``), with every pip configuration ignored (``--isolated``,
-    no ``PIP_*`` variable), so a machine's configured mirror is never taken for the default."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env.update({**NO_PIP_CONFIG, "COLUMNS": "1000"})  # one line per option in the help
-    try:
-        result = proc.run(
-            [sys.executable, "-m", "pip", "--isolated", "install", "--help"], env=env, check=True, timeout=60
-        )
-    except (StepFailed, ToolError) as exc:
-        raise ToolError(
-            f"cannot ask pip for its default index ({exc}); install pip, or write the index URL instead of 'pypi'"
-        ) from None
-    found = _PIP_DEFAULT_RE.search(result.stdout)
-    if found is None:
-        raise ToolError(
-            "pip's `install --help` no longer shows the default of --index-url; write the index URL "
-            "instead of 'pypi'"
-        )
-    return found[1].rstrip("/") + "/"
 
 
 def project_url(simple_url: str, project: str) -> str:
@@ -253,11 +220,6 @@ def parse_json_project(data: object, page_url: str, *, where: str) -> tuple[Inde
     return tuple(files)
 
 
-def _origin(url: str) -> tuple[str, str | None, int | None]:
-    parts = urlsplit(url)
-    return parts.scheme, parts.hostname, parts.port
-
-
 def _read_file_project(page_url: str) -> tuple[IndexFile, ...]:
     folder = Path(url2pathname(urlsplit(page_url).path))
     json_page, html_page = folder / "index.json", folder / "index.html"
@@ -270,62 +232,6 @@ def _read_file_project(page_url: str) -> tuple[IndexFile, ...]:
     except (OSError, ValueError) as exc:
         raise StepFailed(f"{folder}: cannot read the static index page: {exc}") from None
     return ()
-
-
-def _auth_header(auth: Auth | None) -> dict[str, str]:
-    if auth is None:
-        return {}
-    token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
-    return {"Authorization": f"Basic {token}"}
-
-
-def _get(
-    url: str,
-    *,
-    auth: Auth | None,
-    timeout: tuple[float, float],
-    accept: str,
-    redactor: Redactor,
-    sink: Callable[[bytes], None] | None = None,
-    restart: Callable[[], None] | None = None,
-    max_body: int = transport.MAX_BODY,
-) -> transport.Response:
-    """GET within one deadline (``timeout[1]`` seconds for the whole request, redirects included),
-    following redirects only within one origin (an index must answer for itself). ``restart()``
-    is called before each request (a redirect's body reached ``sink`` too: start again)."""
-    clock = Clock(timeout[1])
-    current = url
-    headers = {"Accept": accept, "User-Agent": "wheelwright", **_auth_header(auth)}
-    for _ in range(MAX_REDIRECTS + 1):
-        if restart is not None:
-            restart()
-        try:
-            response = transport.get(
-                current, headers=headers, clock=clock, connect_s=timeout[0], sink=sink, max_body=max_body
-            )
-        except transport.DeadlinePassed:
-            raise StepFailed(
-                f"{redactor(current)}: the index did not answer completely within {timeout[1]:g} s "
-                f"(the deadline for one index request: {clock.elapsed():.1f} s spent); check that it "
-                "is up and not overloaded, and retry [rule: deadline]"
-            ) from None
-        except (OSError, http.client.HTTPException, ValueError) as exc:
-            raise StepFailed(
-                f"{redactor(current)}: cannot read the index ({type(exc).__name__}: {redactor(str(exc))}); "
-                "check the URL and that the server is running"
-            ) from None
-        if response.status in (301, 302, 303, 307, 308) and "location" in response.headers:
-            target = urljoin(current, response.headers["location"])
-            if _origin(target) != _origin(url):
-                raise StepFailed(
-                    f"{redactor(url)}: the index redirected to another server "
-                    f"({redactor(target)}); an index must answer for itself "
-                    "(a local pypiserver needs --disable-fallback)"
-                )
-            current = target
-            continue
-        return response
-    raise StepFailed(f"{redactor(url)}: more than {MAX_REDIRECTS} redirects")
 
 
 class Access(TypedDict, total=False):
@@ -363,7 +269,7 @@ def read_project(
     page = project_url(clean, project)
     if urlsplit(page).scheme == "file":
         return _read_file_project(page)
-    response = _get(page, auth=auth, timeout=timeout, accept=ACCEPT, redactor=red)
+    response = request.get(page, auth=auth, timeout=timeout, accept=ACCEPT, redactor=red)
     if response.status == 404:
         return ()
     if response.status in (401, 403):
@@ -415,7 +321,7 @@ def download(
             raise StepFailed(f"{url}: cannot read: {exc.strerror}") from None
         return True
     chunks: list[bytes] = []
-    response = _get(
+    response = request.get(
         url, auth=auth, timeout=timeout, accept="*/*", redactor=red, sink=chunks.append, restart=chunks.clear
     )
     if response.status == 404 and missing_ok:
@@ -473,7 +379,7 @@ def fetch_digest(url: str, *, limit: int, **access: Unpack[Access]) -> Served:
         if urlsplit(url).scheme == "file":
             download(url, sink=digest.update, redactor=red)
             return Served(digest.hash.hexdigest(), digest.seen)
-        response = _get(
+        response = request.get(
             url, auth=access.get("auth"), timeout=timeout, accept="*/*", redactor=red, sink=digest.update,
             restart=digest.restart, max_body=limit + 1,
         )  # fmt: skip
