@@ -7,7 +7,7 @@ Each round runs, in this order and each in a fresh child process:
 * ``unzip -q -o WHEEL '*.so*' -d TMP``: the baseline the target is stated against;
 * ``unzip -q -o WHEEL -d TMP``: every file, the same extraction work the audit does;
 * the audit: ``python -m release audit WHEEL --variant cu130 --gpu-archs LIST --json --no-record
-  --no-cache`` (the same command body, :func:`release.audit.cli.cmd_audit`; cold: the C++ consumer
+  --no-cache`` (the same command body, :func:`release.commands.audit.run`; cold: the C++ consumer
   compiles every round).
 
 Times are wall-clock seconds of the child, medians over the rounds (this machine's
@@ -91,9 +91,9 @@ print(json.dumps({"rc": proc.returncode, "wall_s": wall, "maxrss_kib": usage.ru_
 
 _AUDIT = """
 import argparse, sys
-from release.audit.cli import add_audit_parser
+from release.commands import audit
 parser = argparse.ArgumentParser(prog="python -m release")
-add_audit_parser(parser.add_subparsers())
+audit.add_parser(parser.add_subparsers())
 args = parser.parse_args(["audit", *sys.argv[1:]])
 sys.exit(args.func(args))
 """

@@ -1,7 +1,7 @@
 """What a wheel is claimed to be, from the command line: arch lists, GPUs it must run on, a driver.
 
 The functions here turn the audit command's options into an :class:`Expectation` (the CLI in
-:mod:`release.audit.cli` calls them); every syntax error is an InputError (exit 2) that says how
+:mod:`release.commands.audit` calls them); every syntax error is an InputError (exit 2) that says how
 to write it.
 
 ``--gpu-archs``: one list for every library, and lists per library::

@@ -1,4 +1,4 @@
-"""The audit command's claim options, for :mod:`release.audit.cli` to add and read.
+"""The audit command's claim options, for :mod:`release.commands.audit` to add and read.
 
 ``--gpu-archs`` (with or without ``--variant``), ``--runs-on``, ``--driver``, ``--checks``,
 ``--allow``: :func:`add_claim_options` adds them to the ``audit`` parser;

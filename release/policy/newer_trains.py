@@ -1,7 +1,7 @@
 """Which CUDA releases newer than the policy's newest train a package index offers (pure).
 
 ``python -m release trains --check`` asks pip's index which versions of the CUDA toolchain's
-packages exist (the effect, in :mod:`release.trains_cli`) and hands them here: this module decides,
+packages exist (the effect, in :mod:`release.commands.trains`) and hands them here: this module decides,
 from the policy's trains, those versions and the CUDA facts (``release/resources/cuda.toml``), which
 newer CUDA releases exist, what each would add (GPU architectures the GPU table says that release's
 driver is the first to know) and what a ``[train]`` for it would pin. Nothing here reads a file, runs

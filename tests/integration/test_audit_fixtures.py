@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 from helpers_proc import python_m
 
-from release.audit.cli import add_audit_parser
 from release.audit.registry import CHECKS
+from release.commands import audit as audit_command
 from release.core.errors import WheelwrightError
 
 pytestmark = pytest.mark.integration
@@ -40,7 +40,7 @@ DOC = ROOT / "docs" / "audit.md"
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
     """The audit command as ``python -m release audit`` runs it, in process."""
     parser = argparse.ArgumentParser(prog="python -m release")
-    add_audit_parser(parser.add_subparsers())
+    audit_command.add_parser(parser.add_subparsers())
     args = parser.parse_args(["audit", *argv])
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -241,7 +241,7 @@ def _audit_in_a_child(case_id: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_wired_into_release_cli() -> None:
-    """``python -m release audit`` is this command (release/cli.py calls add_audit_parser)."""
+    """``python -m release audit`` is this command (release/cli.py registers release.commands.audit)."""
     proc = _audit_in_a_child("fx_good_cu130")
     assert proc.returncode == 0, proc.stderr
     assert "✓ device code covers every claimed GPU architecture ['80', '90']" in proc.stdout

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from helpers_rows import rows_by_id
 
-from release.cli_options import selected_arch
+from release.commands.options import selected_arch
 from release.core.errors import ToolError
 from release.wheelbuild.host.cross import (
     CrossTarget,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from release.cli import plan_json
+from release.commands.plan import plan_json
 from release.core.errors import InputError, SelectionError
 from release.policy.load import load_policy
 from release.policy.matrix import check_offered, expand, github_matrix, load_offered, pick_pr_row, select

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from release import cli, trains_cli
+from release import cli
+from release.commands import trains as trains_command
 from release.core.pip import index_versions
 from release.policy.newer_trains import (
     NVCC,
@@ -106,7 +107,7 @@ def test_the_parts_asked_about_come_from_the_newest_pinned_train() -> None:
 def test_the_command_prints_the_notice_and_leaves_the_policy(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(trains_cli, "offered_versions", lambda packages, env: OFFERED)
+    monkeypatch.setattr(trains_command, "offered_versions", lambda packages, env: OFFERED)
     policy = ROOT / "rows.toml"
     before = policy.read_bytes()
     assert cli.main(["trains", "--check", "--policy", str(policy)]) == 0

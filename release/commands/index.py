@@ -17,12 +17,12 @@ from release.core import log
 from release.core.errors import StepFailed
 from release.policy.load import DEFAULT_POLICY, default_policy
 
-__all__ = ["DEFAULT_ROOT", "add_index_parser", "cmd_index"]
+__all__ = ["DEFAULT_ROOT", "add_parser", "run"]
 
 DEFAULT_ROOT = ".wheelwright/index"
 
 
-def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN401 - argparse's private type
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add the ``index`` command to ``subparsers`` (from ``parser.add_subparsers()``)."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "index",
@@ -40,7 +40,7 @@ def add_index_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN40
         "--variants", help="with start: comma-separated variants instead of the policy's (cpu,cu130)"
     )
     p.add_argument("--port", type=int, default=0, help="with start: the port (default: a free one)")
-    p.set_defaults(func=cmd_index)
+    p.set_defaults(func=run)
     return p
 
 
@@ -53,7 +53,7 @@ def _variants(args: argparse.Namespace) -> list[str]:
     return sorted({row.variant for row in expand(load_policy(args.policy))})
 
 
-def cmd_index(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from release.publish.index import local as local_index
     from release.publish.index import server as index_server
 

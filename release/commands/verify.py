@@ -1,8 +1,11 @@
-"""The ``verify`` command's arguments (:func:`add_verify_parser`), without importing the command.
+"""``python -m release verify --target NAME | --rebuild ROW``: check a target's indexes against the
+release manifest (every file listed once, with its sha256, and nothing else of the release), or
+rebuild a row from this checkout and compare its sha256 with the manifest's.
 
-``python -m release`` builds every command's parser at start; the command itself
-(:mod:`release.publish.verify`: the policy, the indexes' clients, the manifest) is imported only
-when ``verify`` runs, so the other commands (an audit, say) do not pay for its imports.
+``python -m release`` builds every command's parser at start; the command's work
+(:mod:`release.publish.verify`: the policy, the indexes' clients, the manifest;
+:mod:`release.publish.rebuild`) is imported only when ``verify`` runs, so the other commands (an
+audit, say) do not pay for its imports.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 from release.core.errors import InputError
 from release.policy.load import DEFAULT_POLICY, default_policy
 
-__all__ = ["DEFAULT_INDEX_ROOT", "DEFAULT_POLICY", "add_verify_parser"]
+__all__ = ["DEFAULT_INDEX_ROOT", "DEFAULT_POLICY", "add_parser", "run"]
 
 DEFAULT_INDEX_ROOT = Path(".wheelwright") / "index"
 DESCRIPTION = (  # release/publish/verify.py's second paragraph
@@ -32,7 +35,7 @@ DESCRIPTION = (  # release/publish/verify.py's second paragraph
 )
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.rebuild:
         from release.publish.rebuild import cmd_rebuild
         from release.publish.verify import find_manifest
@@ -45,7 +48,7 @@ def _run(args: argparse.Namespace) -> int:
     return cmd_verify(args)
 
 
-def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN401 - argparse's private type
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add the ``verify`` command to ``subparsers`` (from ``parser.add_subparsers()``)."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "verify",
@@ -97,5 +100,5 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN4
         default="auto",
         help="the build backend of --rebuild (default: %(default)s)",
     )
-    p.set_defaults(func=_run)
+    p.set_defaults(func=run)
     return p

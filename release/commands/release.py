@@ -1,4 +1,5 @@
-"""``python -m release release``: the command line of :mod:`release.pipeline` (parser and output)."""
+"""``python -m release release``: build, audit, smoke-test and publish every selected row, all or nothing
+(:mod:`release.pipeline`); this module is its options and its output."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from release.cli_options import add_backend, add_dist, add_probe_timeout, add_selection, rows_from_args
+from release.commands.options import add_backend, add_dist, add_probe_timeout, add_selection, rows_from_args
 from release.core import log
 from release.core.errors import InputError
 
-__all__ = ["add_release_parser", "cmd_release"]
+__all__ = ["add_parser", "run"]
 
 
 def _jobs(text: str) -> int:
@@ -24,9 +25,9 @@ def _jobs(text: str) -> int:
     return value
 
 
-def add_release_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401 - argparse's private type
-    """Add the ``release`` command to ``sub`` (from ``parser.add_subparsers()``)."""
-    p: argparse.ArgumentParser = sub.add_parser(
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
+    """Add the ``release`` command to ``subparsers`` (from ``parser.add_subparsers()``)."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
         "release",
         help="build, audit, smoke-test and publish every selected row, all or nothing",
         description="Build every selected row, audit each wheel against its row, smoke-test it in a fresh "
@@ -74,7 +75,7 @@ def add_release_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401 - a
         metavar="VARIANT",
         help="with --publish-only: check but do not upload this variant",
     )
-    p.set_defaults(func=cmd_release)
+    p.set_defaults(func=run)
     return p
 
 
@@ -88,7 +89,7 @@ def _own_output(repo: Path, entry: str, dist: Path) -> bool:
     )
 
 
-def cmd_release(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from release.pipeline import exit_code, git_dirty, run_release
     from release.publish.step import check_selection, publish_rows
     from release.summary import left_out_lines, render_summary, summary_markdown

@@ -43,10 +43,10 @@ from release.policy.model import Policy
 if TYPE_CHECKING:
     from release.policy.matrix import Row
 
-__all__ = ["add_audit_parser", "cmd_audit"]
+__all__ = ["add_parser", "run"]
 
 
-def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN401 - argparse's private type
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add the ``audit`` command to ``subparsers`` (from ``parser.add_subparsers()``)."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "audit",
@@ -116,7 +116,7 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:  # noqa: ANN40
     p.add_argument(
         "--dist", default="dist", help="where row wheels are, for ROW arguments (default: %(default)s)"
     )
-    p.set_defaults(func=cmd_audit)
+    p.set_defaults(func=run)
     return p
 
 
@@ -211,7 +211,7 @@ def _error(wheel: str | None, exc: WheelwrightError) -> dict[str, Any]:
     return {"wheel": wheel, "error": str(exc), "exit_code": exc.return_code}
 
 
-def cmd_audit(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Audit every wheel. An error of the command itself (bad input before any wheel, a tool missing)
     still prints the JSON document with ``--json``, then goes to :func:`release.cli.main` (stderr, its
     exit code)."""

@@ -15,7 +15,7 @@ from typing import Any
 from release.core import log
 from release.core.errors import ToolError
 
-__all__ = ["add_trains_parser", "cmd_trains", "offered_versions"]
+__all__ = ["add_parser", "offered_versions", "run"]
 
 FIX = (
     "pip found no {name} on the index it is configured for, so it reached none, or its index does not "
@@ -25,9 +25,9 @@ FIX = (
 )
 
 
-def add_trains_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401 - argparse's private type
-    """Add the ``trains`` command to ``sub`` (from ``parser.add_subparsers()``)."""
-    p: argparse.ArgumentParser = sub.add_parser(
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
+    """Add the ``trains`` command to ``subparsers`` (from ``parser.add_subparsers()``)."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
         "trains",
         help="list the policy's CUDA trains; --check: which newer CUDA releases pip's index offers",
         description="List the policy's CUDA trains. With --check, ask pip's index (this machine's pip "
@@ -38,7 +38,7 @@ def add_trains_parser(sub: Any) -> argparse.ArgumentParser:  # noqa: ANN401 - ar
     )
     p.add_argument("--policy", default="rows.toml", help="policy file (default: %(default)s)")
     p.add_argument("--check", action="store_true", help="compare the trains with pip's index")
-    p.set_defaults(func=cmd_trains)
+    p.set_defaults(func=run)
     return p
 
 
@@ -57,7 +57,7 @@ def offered_versions(packages: Sequence[str], env: Mapping[str, str]) -> dict[st
     return offered
 
 
-def cmd_trains(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from release.policy.load import load_policy
     from release.policy.newer_trains import check_trains, render, toolchain_packages
     from release.resources.cuda import cuda

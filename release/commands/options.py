@@ -1,6 +1,6 @@
 """The options and the row selection every row command shares (``--policy``, ``--arch``, globs,
-``--dist``, ``--backend``, ``--probe-timeout``): one home, imported by each command module
-(:mod:`release.cli`, :mod:`release.release_cli`), so no command module imports another."""
+``--dist``, ``--backend``, ``--probe-timeout``): one home, imported by each command module of
+:mod:`release.commands`, so no command module imports another."""
 
 from __future__ import annotations
 

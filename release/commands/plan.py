@@ -1,0 +1,76 @@
+"""``python -m release plan [--json]``: show the rows the policy (rows.toml) expands to, as a table
+or as versioned JSON (:data:`PLAN_JSON_VERSION`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from release.commands.options import row_command, rows_from_args
+from release.core import log
+
+if TYPE_CHECKING:  # the policy modules are imported by the commands that read a policy
+    from release.policy.matrix import Row
+    from release.policy.model import Policy
+
+__all__ = ["PLAN_JSON_VERSION", "add_parser", "plan_json", "render_plan", "run"]
+
+PLAN_JSON_VERSION = 1
+
+
+def plan_json(policy: Policy, rows: Sequence[Row]) -> dict[str, Any]:
+    return {
+        "version": PLAN_JSON_VERSION,
+        "policy": policy.path,
+        "project": {"name": policy.project.name, "path": policy.project.path},
+        "rows": [r.to_json() for r in rows],
+    }
+
+
+def render_plan(rows: Sequence[Row]) -> str:
+    header = ("row", "python", "variant", "arch", "gpu archs", "cuda packages", "builder image")
+    lines = [
+        (
+            r.id,
+            r.python,
+            r.variant,
+            r.platform,
+            r.torch_cuda_arch_list or "-",
+            ",".join(p.name for p in r.cuda_packages) or "-",
+            r.builder_image,
+        )
+        for r in rows
+    ]
+    widths = [max(len(str(x[i])) for x in [header, *lines]) for i in range(len(header))]
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    out.append("  ".join("-" * w for w in widths))
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
+    n_cuda = sum(r.is_cuda for r in rows)
+    out.append(f"{len(rows)} rows: {n_cuda} CUDA, {len(rows) - n_cuda} CPU")
+    return "\n".join(line.rstrip() for line in out)
+
+
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
+    """Add the ``plan`` command to ``subparsers`` (from ``parser.add_subparsers()``)."""
+    p = row_command(
+        subparsers,
+        "plan",
+        run,
+        help="show the rows the policy expands to",
+        description="Show the rows rows.toml expands to.",
+    )
+    p.add_argument("--json", action="store_true", help=f"versioned JSON (version {PLAN_JSON_VERSION})")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    policy, rows = rows_from_args(args)
+    for note in policy.notes:
+        log.info(f"note: {note}")
+    if args.json:
+        print(json.dumps(plan_json(policy, rows), indent=2, sort_keys=True))
+    else:
+        print(render_plan(rows))
+    return 0
