@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from release.core.errors import InputError
 from release.policy.load import DEFAULT_POLICY, default_policy
@@ -37,15 +38,85 @@ DESCRIPTION = (  # release/publish/verify.py's second paragraph
 
 def run(args: argparse.Namespace) -> int:
     if args.rebuild:
-        from release.publish.rebuild import cmd_rebuild
         from release.publish.verify import find_manifest
 
-        return cmd_rebuild(args, find_manifest(Path(args.dist), args.manifest))
+        return _rebuild(args, find_manifest(Path(args.dist), args.manifest))
     if not args.target:
         raise InputError("verify needs --target NAME (check an index) or --rebuild ROW (rebuild a row)")
-    from release.publish.verify import cmd_verify
+    return _verify(args)
 
-    return cmd_verify(args)
+
+def _verify(args: argparse.Namespace) -> int:
+    """Check the target's indexes against the manifest (:func:`release.publish.verify.verify_target`)."""
+    from release.policy.load import load_policy
+    from release.publish import manifest as mf
+    from release.publish.index.local import attach
+    from release.publish.verify import find_manifest, verify_target
+
+    policy = load_policy(args.policy)
+    declared = policy.target(args.target)
+    path = find_manifest(Path(args.dist), args.manifest)
+    manifest, signed = mf.read_trusted(
+        path,
+        public_key=getattr(args, "public_key", None),
+        allow_unsigned=bool(getattr(args, "allow_unsigned", False)),
+        env=os.environ,
+    )
+    print(f"{'!' if 'NOT' in signed else '✓'} {signed}")
+    if manifest.policy_sha256 != policy.sha256:
+        print(f"note: {path.name} was written under another rows.toml than {policy.path}", file=sys.stderr)
+    local = attach(Path(args.index_root)) if declared.local_server else None
+    target = local.target(args.target, rehearsal=True) if local is not None else declared.to_target()
+    listing_only = bool(getattr(args, "listing_only", False))
+    good, problems = verify_target(manifest, target, env=os.environ, local=local, listing_only=listing_only)
+    for line in good:
+        print(f"✓ {line}")
+    for line in problems:
+        print(f"✗ {line}")
+    what = f"{manifest.name} on target {args.target!r}"
+    if problems:
+        print(f"FAILED: {len(problems)} problem(s) with {what}")
+        return 1
+    how = (
+        "lists exactly the files of {m} (listing only: the files were not downloaded)"
+        if listing_only
+        else "holds exactly the files of {m} (each downloaded and hashed)"
+    )
+    print(f"ok: every index of target {args.target!r} {how.format(m=manifest.name)}")
+    return 0
+
+
+def _rebuild(args: argparse.Namespace, path: Path) -> int:
+    """Check the manifest at ``path``, rebuild each ``--rebuild`` row, compare; the exit code
+    (:mod:`release.publish.rebuild`)."""
+    from release.publish import manifest as mf
+    from release.publish.rebuild import manifest_entry, rebuild, rebuild_problems
+    from release.wheelbuild.engine import BackendChoice
+
+    manifest, signed = mf.read_trusted(
+        path, public_key=args.public_key, allow_unsigned=args.allow_unsigned, env=os.environ
+    )
+    print(f"{'!' if 'NOT' in signed else '✓'} {signed}")
+    entries = [manifest_entry(manifest, r) for r in args.rebuild]  # bad input before any build
+    policy_path = Path(args.policy)
+    head = mf.source_commit(policy_path.resolve().parent, os.environ)
+    if manifest.source_commit and head != manifest.source_commit:
+        print(f"note: the checkout is at {head}, {manifest.name} was published from {manifest.source_commit}")
+    failed = 0
+    for entry in entries:
+        backend = cast(BackendChoice, args.backend)
+        got = rebuild(entry.row, policy_path=policy_path, backend=backend, env=os.environ)
+        problems = rebuild_problems(entry, got)
+        for line in problems:
+            print(f"✗ {entry.row}: {line}")
+        if not problems:
+            print(f"✓ {entry.row}: rebuilt {got.filename}: sha256 {got.sha256}, the manifest's")
+        failed += bool(problems)
+    if failed:
+        print(f"FAILED: {failed} of {len(entries)} row(s) rebuild to other bytes than {manifest.name} lists")
+        return 1
+    print(f"ok: {len(entries)} row(s) rebuild to the bytes {manifest.name} lists")
+    return 0
 
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:

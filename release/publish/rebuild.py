@@ -1,4 +1,5 @@
-"""``python -m release verify --rebuild ROW``: rebuild a published row, compare it with the manifest.
+"""The rebuild behind ``python -m release verify --rebuild ROW`` (:mod:`release.commands.verify`):
+rebuild a published row, compare it with the manifest.
 
 Anyone with the checkout can check a release: the row is built again from the current checkout
 (the policy's project, as ``python -m release build`` builds it) into a private temporary folder
@@ -15,13 +16,10 @@ not have); what the build itself raises otherwise (3 a tool is missing, 4 the bu
 
 from __future__ import annotations
 
-import argparse
-import os
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 from release.core.errors import InputError
 from release.core.hashing import sha256_file
@@ -83,31 +81,3 @@ def rebuild(row_id: str, *, policy_path: Path, backend: BackendChoice, env: Mapp
             kernel_cache=work / "kernels",
         )
         return Rebuilt(row_id, built.wheel.name, sha256_file(built.wheel))
-
-
-def cmd_rebuild(args: argparse.Namespace, path: Path) -> int:
-    """Check the manifest at ``path``, rebuild each ``--rebuild`` row, compare; the exit code."""
-    manifest, signed = mf.read_trusted(
-        path, public_key=args.public_key, allow_unsigned=args.allow_unsigned, env=os.environ
-    )
-    print(f"{'!' if 'NOT' in signed else '✓'} {signed}")
-    entries = [manifest_entry(manifest, r) for r in args.rebuild]  # bad input before any build
-    policy_path = Path(args.policy)
-    head = mf.source_commit(policy_path.resolve().parent, os.environ)
-    if manifest.source_commit and head != manifest.source_commit:
-        print(f"note: the checkout is at {head}, {manifest.name} was published from {manifest.source_commit}")
-    failed = 0
-    for entry in entries:
-        backend = cast(BackendChoice, args.backend)
-        got = rebuild(entry.row, policy_path=policy_path, backend=backend, env=os.environ)
-        problems = rebuild_problems(entry, got)
-        for line in problems:
-            print(f"✗ {entry.row}: {line}")
-        if not problems:
-            print(f"✓ {entry.row}: rebuilt {got.filename}: sha256 {got.sha256}, the manifest's")
-        failed += bool(problems)
-    if failed:
-        print(f"FAILED: {failed} of {len(entries)} row(s) rebuild to other bytes than {manifest.name} lists")
-        return 1
-    print(f"ok: {len(entries)} row(s) rebuild to the bytes {manifest.name} lists")
-    return 0

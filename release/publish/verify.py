@@ -1,4 +1,5 @@
-"""``python -m release verify --target NAME``: check a target's indexes against the release manifest.
+"""The check behind ``python -m release verify --target NAME`` (:mod:`release.commands.verify`): a
+target's indexes against the release manifest.
 
 For every variant the manifest names: every file it lists is on the target's index for that
 variant, listed once, with its sha256, and downloaded: the bytes the index serves have the
@@ -21,9 +22,6 @@ never started or changed here.
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -31,7 +29,6 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from release.core.errors import InputError
-from release.policy.load import load_policy
 from release.policy.targets import IndexTarget, Target, join_url
 from release.publish import manifest as mf
 from release.publish.guards.deadlines import Deadlines, deadlines_for
@@ -55,7 +52,7 @@ from release.publish.index.client import (
     read_listing,
 )
 from release.publish.index.listing import listing_problems
-from release.publish.index.local import LocalIndex, attach
+from release.publish.index.local import LocalIndex
 
 
 def find_manifest(dist: Path, given: str | None) -> Path:
@@ -199,37 +196,3 @@ def verify_target(
             )
             good.append(f"{where}: {len(manifest.for_variant(variant))} file(s), {how}, nothing else")
     return good, problems
-
-
-def cmd_verify(args: argparse.Namespace) -> int:
-    policy = load_policy(args.policy)
-    declared = policy.target(args.target)
-    path = find_manifest(Path(args.dist), args.manifest)
-    manifest, signed = mf.read_trusted(
-        path,
-        public_key=getattr(args, "public_key", None),
-        allow_unsigned=bool(getattr(args, "allow_unsigned", False)),
-        env=os.environ,
-    )
-    print(f"{'!' if 'NOT' in signed else '✓'} {signed}")
-    if manifest.policy_sha256 != policy.sha256:
-        print(f"note: {path.name} was written under another rows.toml than {policy.path}", file=sys.stderr)
-    local = attach(Path(args.index_root)) if declared.local_server else None
-    target = local.target(args.target, rehearsal=True) if local is not None else declared.to_target()
-    listing_only = bool(getattr(args, "listing_only", False))
-    good, problems = verify_target(manifest, target, env=os.environ, local=local, listing_only=listing_only)
-    for line in good:
-        print(f"✓ {line}")
-    for line in problems:
-        print(f"✗ {line}")
-    what = f"{manifest.name} on target {args.target!r}"
-    if problems:
-        print(f"FAILED: {len(problems)} problem(s) with {what}")
-        return 1
-    how = (
-        "lists exactly the files of {m} (listing only: the files were not downloaded)"
-        if listing_only
-        else "holds exactly the files of {m} (each downloaded and hashed)"
-    )
-    print(f"ok: every index of target {args.target!r} {how.format(m=manifest.name)}")
-    return 0
