@@ -1,9 +1,10 @@
 """Every ``python -m release ...`` command line written in README.md and docs/*.md parses with the
 real command line (issue 24 item 9: docs that match the code): the command exists and every option
-it names is one that command takes. Parsing, not running: which of them run end to end is the
-integration tests' (the README's rehearsal and install block in test_release_aarch64.py, the
-commands of each step in their own tests). Synopsis lines with placeholders (``[--row ID]``,
-``WHEEL...``, ``<wheel>``, ``ROW``) are left out, and a test holds that most lines are checked."""
+it names is one that command takes. Parsing, not running: tests/integration/test_docs_commands_run.py
+runs these same lines (this module's ``_commands()``), each classified there as run here, run with
+the network, needing a GPU, needing a dist/ or an index, or covered by the integration test that runs
+it end to end. Synopsis lines with placeholders (``[--row ID]``, ``WHEEL...``, ``<wheel>``, ``ROW``)
+are left out, and a test holds that most lines are checked."""
 
 from __future__ import annotations
 
