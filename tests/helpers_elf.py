@@ -3,12 +3,14 @@
 :class:`Gcc` builds a library with the SONAME, DT_NEEDED entries (linked against stubs that are
 never shipped) and RUNPATH asked for; :func:`write_wheel` zips files into a wheel whose METADATA,
 WHEEL and RECORD are right; :func:`sdk_finding` audits a wheel shipping a C++ SDK (its C++ consumer
-finding).
+finding); :func:`facts` reads what two builds of one row must agree on.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
+import email.parser
 import hashlib
 import re
 import stat
@@ -17,6 +19,8 @@ import zipfile
 from pathlib import Path
 
 from release.audit.model import Finding
+from release.binary.elf import read_elf
+from release.binary.fatbin import all_entries, has_device_code
 
 TAG = "manylinux_2_28_x86_64"
 
@@ -133,3 +137,31 @@ def sdk_finding(tmp: Path, headers: dict[str, str], lib: str, *, cxx: bool = Fal
     assert len(findings) == 1
     finding: Finding = findings[0]
     return finding
+
+
+@dataclasses.dataclass
+class Facts:
+    names: list[str]
+    requires: list[str]
+    device_code: dict[str, set[str]]
+    needed: dict[str, tuple[str, ...]]
+    runpath: dict[str, tuple[str, ...]]
+    rpath: dict[str, tuple[str, ...]]
+
+
+def facts(wheel: Path, into: Path) -> Facts:
+    """A wheel's files, Requires-Dist, device code per library and each library's NEEDED, RUNPATH and
+    RPATH: what a container build and a host build of one row must agree on."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = sorted(zf.namelist())
+        zf.extractall(into)
+    meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    meta = email.parser.Parser().parsestr((into / meta_name).read_text(encoding="utf-8"))
+    out = Facts(names, sorted(meta.get_all("Requires-Dist") or []), {}, {}, {}, {})
+    for name in names:
+        if ".so" in Path(name).name:
+            info = read_elf(into / name)
+            out.needed[name], out.runpath[name], out.rpath[name] = info.needed, info.runpath, info.rpath
+            if has_device_code(into / name):
+                out.device_code[name] = {e.name for e in all_entries(into / name)}
+    return out

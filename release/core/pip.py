@@ -16,12 +16,19 @@ PIP_TIMEOUT_S = 900.0  # a pinned install into a folder: toolchains (~300 MB), p
 
 
 def pip_install_target(
-    pins: Sequence[str], dest: Path, *, env: Mapping[str, str], python: str | None = None
+    pins: Sequence[str],
+    dest: Path,
+    *,
+    env: Mapping[str, str],
+    python: str | None = None,
+    platforms: Sequence[str] = (),
 ) -> None:
     """``pip install --isolated --no-deps --target dest PINS`` from pip's default index.
 
     The machine's pip configuration is ignored (PIP_CONFIG_FILE=/dev/null, --isolated),
-    so a fresh machine and CI resolve exactly the pins.
+    so a fresh machine and CI resolve exactly the pins. ``platforms``: pip's ``--platform``
+    arguments (``("--platform", "manylinux_2_28_aarch64", ...)``) to lay another CPU's wheels
+    (binary wheels only, as pip requires).
     """
     run_env = {**env, **NO_PIP_CONFIG}
     proc.run(
@@ -36,6 +43,7 @@ def pip_install_target(
             "--quiet",
             "--target",
             dest,
+            *(("--only-binary=:all:", *platforms) if platforms else ()),
             *pins,
         ],
         env=run_env,

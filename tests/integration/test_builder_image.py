@@ -129,6 +129,27 @@ def test_the_key_covers_what_decides_the_contents_and_nothing_else() -> None:
     )
 
 
+def test_another_cpus_image_is_keyed_and_named_by_its_cpu() -> None:
+    """The arm64 stand-in (made on x86_64 under emulation) is another image: its own key and a tag
+    naming its CPU, so neither replaces the other (the x86_64 tag keeps its form)."""
+    base = _inputs()
+    arm = _inputs(platform="aarch64", dpkg_arch="arm64")
+    assert arm.key != base.key
+    assert arm.tag == f"localhost/wheelwright-standin-builder:cuda13.0-aarch64-{arm.key[:12]}"
+    assert base.tag_stem == f"cuda13.0-{base.key[:12]}"
+
+
+def test_another_cpus_image_takes_the_pythons_debian_ships_for_it() -> None:
+    """An x86_64 machine has no aarch64 CPython to copy: the arm64 image takes Debian's own, for the
+    suite it is made from (release/emulate/sysroots.toml says which suite has which); the others are
+    left out, not faked."""
+    bookworm = mbi.debian_pythons(("3.10", "3.11", "3.12", "3.13"), "bookworm", "aarch64")
+    assert [(p.version, p.tag, p.prefix) for p in bookworm] == [("3.11", "cp311-cp311", Path("/usr"))]
+    trixie = mbi.debian_pythons(("3.10", "3.11", "3.12", "3.13"), "trixie", "aarch64")
+    assert [p.version for p in trixie] == ["3.13"]
+    assert mbi.debian_pythons(("3.10", "3.12"), "bookworm", "aarch64") == ()
+
+
 def test_a_toolchain_without_one_nvcc_pin_is_refused() -> None:
     with pytest.raises(InputError, match="must pin nvidia-cuda-nvcc exactly once"):
         _ = _inputs(toolchain=("nvidia-cuda-runtime==13.0.96",)).full_version

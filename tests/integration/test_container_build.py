@@ -15,17 +15,15 @@ container, installs the build requirements from PyPI with --network=host, compil
 
 from __future__ import annotations
 
-import dataclasses
-import email.parser
 import json
 import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_elf import facts
 from helpers_policy import link_examples
 from helpers_rows import rows_by_id
 
@@ -34,8 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import make_builder_image as mbi
 
 from builder.recipe import standin_policy_text
-from release.binary.elf import read_elf
-from release.binary.fatbin import all_entries, has_device_code
 from release.core.errors import StepFailed
 from release.core.machine import default_cache_dir
 from release.policy.load import load_policy
@@ -81,32 +77,6 @@ def standin_policy(folder: Path, image: mbi.Image, train: str = "13.0") -> Path:
     path.write_text(standin_policy_text(POLICY.read_text(encoding="utf-8"), real, image.tag, "rows.toml"))
     link_examples(folder)  # the copy's project.path, examples/tinyaxpy
     return path
-
-
-@dataclasses.dataclass
-class Facts:
-    names: list[str]
-    requires: list[str]
-    device_code: dict[str, set[str]]
-    needed: dict[str, tuple[str, ...]]
-    runpath: dict[str, tuple[str, ...]]
-    rpath: dict[str, tuple[str, ...]]
-
-
-def facts(wheel: Path, into: Path) -> Facts:
-    with zipfile.ZipFile(wheel) as zf:
-        names = sorted(zf.namelist())
-        zf.extractall(into)
-    meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
-    meta = email.parser.Parser().parsestr((into / meta_name).read_text(encoding="utf-8"))
-    out = Facts(names, sorted(meta.get_all("Requires-Dist") or []), {}, {}, {}, {})
-    for name in names:
-        if ".so" in Path(name).name:
-            info = read_elf(into / name)
-            out.needed[name], out.runpath[name], out.rpath[name] = info.needed, info.runpath, info.rpath
-            if has_device_code(into / name):
-                out.device_code[name] = {e.name for e in all_entries(into / name)}
-    return out
 
 
 def _row(policy: Path, row_id: str) -> Row:

@@ -1,0 +1,157 @@
+"""The container backend for an aarch64 row on this x86_64 machine: cibuildwheel builds the
+cu130-py311-aarch64 row of tinyaxpy inside the arm64 stand-in builder image
+(``scripts/make_builder_image.py --arch aarch64``), every program in it (Python, pip, g++, nvcc,
+auditwheel) running under qemu-user through binfmt_misc, as cibuildwheel builds aarch64 wheels on
+x86_64 runners. The stand-in replaces the row's aarch64 builder image in a copy of rows.toml and
+nothing else; the wheel is audited against the row of the real rows.toml and held to the host
+backend's cross build of the same row: the same files, device code, declared packages, RUNPATHs
+and NEEDED entries. A native aarch64 machine runs the same row without emulation.
+
+Where no container engine works here, the module is skipped saying why (``.ci/run`` installs podman,
+so CI runs it); where aarch64 programs cannot run (no qemu-aarch64 in binfmt_misc), it fails naming
+the commands that enable it. Cost with the image present: measured in docs/building.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers_elf import facts
+from helpers_policy import link_examples
+from helpers_rows import rows_by_id
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+import make_builder_image as mbi
+
+from builder.recipe import standin_policy_text
+from release.binary.elf import read_elf
+from release.core.machine import default_cache_dir, host_platform
+from release.emulate import binfmt
+from release.policy.load import load_policy
+from release.policy.matrix import Row, expand
+from release.wheelbuild.engine import detect_engine
+from release.wheelbuild.environment import cibuildwheel_config
+from release.wheelbuild.run import build_row
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.network,
+    pytest.mark.skipif(
+        host_platform() != "x86_64", reason="emulates aarch64 on x86_64 (native runs natively)"
+    ),
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = ROOT / "rows.toml"
+PROJECT = ROOT / "examples" / "tinyaxpy"
+CACHE = default_cache_dir(os.environ)
+ENV = {k: v for k, v in mbi.engine_env(os.environ).items() if k not in ("CUDA_HOME", "WHEELWRIGHT_KEEP_TMP")}
+PROBE = detect_engine(ENV)
+if PROBE.engine is None:
+    pytest.skip(
+        f"the container backend cannot run: no container engine works here ({PROBE.explain()}); "
+        "the aarch64 cross build still runs (tests/integration/test_build_aarch64.py)",
+        allow_module_level=True,
+    )
+ROWS = rows_by_id(POLICY)
+ROW_ID = "cu130-py311-aarch64"  # Debian bookworm's arm64 Python is 3.11: the stand-in's one Python
+KERNELS = "tinyaxpy/lib/libtinyaxpy_kernels.so"
+EM_AARCH64 = 183
+
+
+@pytest.fixture(scope="module")
+def image() -> mbi.Image:
+    binfmt.require("aarch64")  # fails naming the commands that register qemu-aarch64
+    return mbi.ensure_image("13.0", env=ENV, arch="aarch64")
+
+
+def _standin_policy(folder: Path, image: mbi.Image) -> Path:
+    real = ROWS[ROW_ID].builder_image
+    path = folder / "rows.toml"
+    path.write_text(standin_policy_text(POLICY.read_text(encoding="utf-8"), real, image.tag, "rows.toml"))
+    link_examples(folder)
+    return path
+
+
+def _row(policy: Path) -> Row:
+    return next(r for r in expand(load_policy(policy)) if r.id == ROW_ID)
+
+
+def test_the_image_is_arm64_with_the_builder_layout(image: mbi.Image) -> None:
+    probe = (
+        "uname -m; /opt/python/cp311-cp311/bin/python -c 'import sys, build; print(sys.version.split()[0])'; "
+        "/usr/local/cuda/bin/nvcc --version | tail -2; auditwheel --version; echo $AUDITWHEEL_PLAT"
+    )
+    out = subprocess.run(
+        [image.engine, "run", "--rm", "--platform", "linux/arm64", image.tag, "bash", "-c", probe],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        check=True,
+    ).stdout.splitlines()
+    assert out[0] == "aarch64"
+    assert out[1].startswith("3.11.")
+    assert "release 13.0, V13.0.88" in out[2] + out[3]
+    assert "auditwheel 6.8.2" in "\n".join(out[4:-1])
+    assert out[-1] == "manylinux_2_28_aarch64"
+
+
+def test_cibuildwheel_builds_the_aarch64_row_under_emulation_as_the_cross_build_does(
+    tmp_path: Path, image: mbi.Image
+) -> None:
+    policy = _standin_policy(tmp_path, image)
+    row = _row(policy)
+    config = cibuildwheel_config(row, project_name="tinyaxpy")
+    assert config["CIBW_ARCHS"] == "aarch64" and config["CIBW_MANYLINUX_AARCH64_IMAGE"] == image.tag
+    (built,) = build_row(
+        row,
+        policy_path=policy,
+        dist_dir=tmp_path / "dist-container",
+        backend="container",
+        cache_dir=CACHE,
+        project_dir=PROJECT,
+        env=ENV,
+    )
+    wheel = built.wheel
+    assert wheel.name == "tinyaxpy-0.3.0+cu130-cp311-cp311-manylinux_2_28_aarch64.whl"
+    record = json.loads(built.record.read_text(encoding="utf-8"))
+    assert record["backend"] == "container" and record["row"] == ROW_ID
+    assert record["toolchain"]["image"] == image.tag
+
+    # the audit, against the row of the real rows.toml, with aarch64 tools
+    audit = subprocess.run(
+        [sys.executable, "-m", "release", "audit", str(wheel), "--row", ROW_ID, "--policy", str(POLICY)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=ENV,
+    )
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert "device code covers every claimed GPU architecture" in audit.stdout
+
+    (cross,) = build_row(
+        ROWS[ROW_ID],
+        policy_path=POLICY,
+        dist_dir=tmp_path / "dist-host",
+        backend="host",
+        kernel_cache=tmp_path / "kernels",
+        cache_dir=CACHE,
+        project_dir=PROJECT,
+        env=ENV,
+    )
+    assert cross.wheel.name == wheel.name
+    c, h = facts(wheel, tmp_path / "c"), facts(cross.wheel, tmp_path / "h")
+    assert c.names == h.names
+    assert c.requires == h.requires == ["nvidia-cuda-runtime==13.0.*"]
+    # the seed's aarch64 CUDA 13 list, 9.0;10.0;11.0+PTX: nothing more, nothing less, in both
+    assert c.device_code == h.device_code == {KERNELS: {"sm_90", "sm_100", "sm_110", "compute_110"}}
+    assert c.runpath == h.runpath and c.needed == h.needed and c.rpath == h.rpath
+    assert c.runpath[KERNELS] == ("$ORIGIN/../../nvidia/cu13/lib",)
+    for name in c.needed:
+        assert read_elf(tmp_path / "c" / name).machine == EM_AARCH64, name
