@@ -5,13 +5,15 @@ publishes to the local index and checks what pip and uv install from it, exit 0.
 a second one in the same checkout refuses at once (``--wait 0``) naming the first (pid and
 command line): dist/ is the first's for its whole run. Once the first publishes, stopping the
 local index and a publish (`python -m release publish`) from a dist/ of its own in the same checkout refuse too, naming it: the
-local index is the first's (its lease) until its last install check. Neither breaks the first's run. The cheaper tests of the same code paths, with real
-processes, are in test_publish_run_lock.py.
+local index is the first's (its lease) until its last install check. Neither breaks the first's run. The first is paused (SIGSTOP) while those two ask,
+so the test does not depend on how fast the machine is. The cheaper tests of the same code paths,
+with real processes, are in test_publish_run_lock.py.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -55,16 +57,24 @@ def test_a_second_rehearsal_in_one_checkout_refuses_naming_the_first_which_finis
         # holds a lease there, and neither a stop nor another run's publish may touch the index
         leases = repo / LOCAL_INDEX_DIR / "leases"
         while time.monotonic() < deadline + 600 and first.poll() is None:
-            if any(p.name.startswith(f"{first.pid}-") for p in leases.glob("*.json")):
+            leased = any(p.name.startswith(f"{first.pid}-") for p in leases.glob("*.json"))
+            if leased and lock.current_holder(repo / LOCAL_INDEX_DIR) is None:  # uploaded; checking installs
                 break
-            time.sleep(0.05)
-        stopping = subprocess.run(
-            [sys.executable, "-m", "release.publish.index.server", "stop", "--root", str(repo / LOCAL_INDEX_DIR)],
-            cwd=repo, env=env, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-        publish = [sys.executable, "-m", "release", "publish", "--target", "rehearsal", "--policy",
-                   str(repo / "rows.toml"), "--dist", str(tmp_path / "dist-b"), "--wait", "0", row]  # fmt: skip
-        apart = subprocess.run(publish, cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+            time.sleep(0.02)
+        # the first is paused (SIGSTOP) while the others ask: its window between claiming the lease and
+        # its last install check is a few seconds, shorter than two commands' start on a loaded machine
+        assert first.poll() is None, "the first rehearsal ended before it used the index: nothing was tested"
+        os.kill(first.pid, signal.SIGSTOP)
+        try:
+            stopping = subprocess.run(
+                [sys.executable, "-m", "release", "index", "stop", "--root", str(repo / LOCAL_INDEX_DIR)],
+                cwd=repo, env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            publish = [sys.executable, "-m", "release", "publish", "--target", "rehearsal", "--policy",
+                       str(repo / "rows.toml"), "--dist", str(tmp_path / "dist-b"), "--wait", "0", row]  # fmt: skip
+            apart = subprocess.run(publish, cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
         assert first.poll() is None, "the first rehearsal ended before the others asked: nothing was tested"
         assert stopping.returncode == 4, stopping.stderr
         assert (
