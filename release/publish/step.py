@@ -126,10 +126,11 @@ class Ready:
 
 
 class Unready(list[str]):
-    """The problems of rows that are not ready; ``malformed``: those that are bad input (a record the
-    one reader refuses: edited or malformed, exit 2)."""
+    """The problems of rows that are not ready; ``bad_input``: those that are bad input (exit 2, as in
+    audit and smoke): a row with no wheel or several in dist/, a record the one reader refuses
+    (edited or malformed)."""
 
-    malformed: int = 0
+    bad_input: int = 0
 
 
 def _chained(
@@ -140,7 +141,7 @@ def _chained(
         record = records.read(wheel, cls)
     except InputError as exc:
         problems.append(ruled("record-chain", str(exc)))
-        problems.malformed += 1
+        problems.bad_input += 1
         return None
     why = records.chain_problem(
         record, cls, filename=wheel.name, sha256=sha256, step="publish", row_id=row.id,
@@ -163,6 +164,7 @@ def check_ready(
         problem = records.one_wheel_problem(dist, row, found, "publish", policy_path=policy_path)
         if problem is not None:
             problems.append(problem)
+            problems.bad_input += 1
             continue
         wheel = found[0]
         sha = sha256_file(wheel)
@@ -269,7 +271,7 @@ def publish_rows(
                 "needs one wheel in dist/ with a passing audit record and a passing smoke record, bound to "
                 "its sha256, its row and this policy):\n  - " + "\n  - ".join(problems)
             )
-            raise InputError(text) if problems.malformed else CheckFailed(text)
+            raise InputError(text) if problems.bad_input else CheckFailed(text)
         if not pt.rehearsal:
             gate = gpu_gate_problem(policy, ready)
             if gate:

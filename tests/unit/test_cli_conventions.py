@@ -99,3 +99,19 @@ def test_a_rehearsal_outside_git_names_the_way_out(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "is not in a git repository" in proc.stderr and "--allow-dirty" in proc.stderr
     assert not list(tmp_path.glob("dist/**/*.whl"))
+
+
+@pytest.mark.parametrize("command", ["audit", "smoke", "publish"])
+def test_a_row_without_its_wheel_is_bad_input_in_every_sibling_command(tmp_path: Path, command: str) -> None:
+    """Issue 24 item 9: one condition, one exit code. No wheel for the row in dist/ is bad input (2) in
+    audit, smoke and publish alike (publish said 1), and each names the command that makes it."""
+    shutil.copy2(ROOT / "rows.toml", tmp_path / "rows.toml")
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    (tmp_path / "dist").mkdir()
+    proc = python_m("release", command, "cpu-py312-x86_64", "--dist", "dist", env=repo_env(), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert (
+        "no wheel for cpu-py312-x86_64 in dist/cpu; run `python -m release build cpu-py312-x86_64`"
+        in proc.stderr
+    )
+    assert not list((tmp_path / "dist").rglob("*.json"))  # nothing written: no record, no manifest
