@@ -118,11 +118,26 @@ def release(session: nox.Session) -> None:
     _release(session, "release", *session.posargs)
 
 
+def _pytest(session: nox.Session, marker: str) -> None:
+    """pytest with ``-m marker`` unless the arguments give their own ``-m``."""
+    env = {"WHEELWRIGHT_BIG_BINARIES": os.environ.get("WHEELWRIGHT_BIG_BINARIES", "1")}
+    given = any(a.startswith("-m") for a in session.posargs)
+    session.run(
+        PY, "-m", "pytest", *([] if given else ["-m", marker]), *session.posargs, external=True, env=env
+    )
+
+
 @nox.session(default=False)
 def tests(session: nox.Session) -> None:
-    """Run the test suite (unit and integration, incl. the 400 MB+ real CUDA libraries where present)."""
-    env = {"WHEELWRIGHT_BIG_BINARIES": os.environ.get("WHEELWRIGHT_BIG_BINARIES", "1")}
-    session.run(PY, "-m", "pytest", *session.posargs, external=True, env=env)
+    """Run the test suite: unit and integration, without the slow tier (``tests-slow``)."""
+    _pytest(session, "not slow")
+
+
+@nox.session(name="tests-slow", default=False)
+def tests_slow(session: nox.Session) -> None:
+    """Run the slow tier: real third-party wheels (incl. the 400 MB+ CUDA libraries where present),
+    whole-matrix rehearsals and builds under emulation. CI runs it after ``tests``."""
+    _pytest(session, "slow")
 
 
 @nox.session(default=False)

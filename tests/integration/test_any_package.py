@@ -31,7 +31,7 @@ from helpers_proc import python_m, repo_env
 
 from release.binary.elf import read_elf
 
-pytestmark = [pytest.mark.integration, pytest.mark.network]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
 
 ROOT = Path(__file__).resolve().parents[2]
 LAZY = ROOT / "examples" / "lazysaxpy"

@@ -35,7 +35,7 @@ from real_wheels import AARCH64_BY_KEY, real_aarch64_wheel, x86_64_twin
 
 from release.core.machine import host_platform
 
-pytestmark = [pytest.mark.integration, pytest.mark.network]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
 
 ROOT = Path(__file__).resolve().parents[2]
 # exit code and failing checks, on both architectures

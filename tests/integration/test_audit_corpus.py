@@ -39,7 +39,7 @@ from real_wheels import CORPUS, real_wheel
 from release.binary.cuobjdump import ensure_cuobjdump, header_dump, list_device_code
 from release.core.machine import default_cache_dir
 
-pytestmark = [pytest.mark.integration, pytest.mark.network]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
 
 ROOT = Path(__file__).resolve().parents[2]
 BIG = os.environ.get("WHEELWRIGHT_BIG_BINARIES") == "1"

@@ -26,7 +26,7 @@ from real_wheels import real_aarch64_wheel
 from release.core.machine import default_cache_dir, host_platform
 from release.emulate.python import find_python
 
-pytestmark = [pytest.mark.integration, pytest.mark.network]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
 
 ROOT = Path(__file__).resolve().parents[2]
 # wheelwright's runtime imports for an audit (isal is optional: zlib stands in)

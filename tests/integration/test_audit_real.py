@@ -19,7 +19,7 @@ from release.audit.run import audit_wheel
 from release.policy.archs import parse_arch_list
 from release.policy.load import load_policy
 
-pytestmark = [pytest.mark.integration, pytest.mark.network]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCH_ARCHS = "7.5;8.0;8.6;9.0;10.0;12.0"  # every translation unit of libtorch_cuda.so carries these

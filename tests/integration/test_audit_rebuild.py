@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_audit_fixtures import FIXTURES, audit_case, verdicts
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
 

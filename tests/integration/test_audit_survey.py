@@ -27,7 +27,7 @@ import pytest
 from helpers_proc import audit_json
 from real_wheels import SURVEY_TESTED, real_wheel, survey_wheel
 
-pytestmark = [pytest.mark.integration, pytest.mark.network]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -32,7 +32,7 @@ from release.audit.cpp import early as cpp_early
 from release.audit.cpp.cuda_headers import SITE_VAR, CudaHeaders, cuda_env, find_cuda_headers, toolkit_package
 from release.audit.reading.archive import open_wheel
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 TAG = "py3-none-manylinux_2_28_x86_64"

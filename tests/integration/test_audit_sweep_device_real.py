@@ -40,7 +40,7 @@ from release.binary.elf import read_elf
 from release.binary.embedded import find_embedded
 from release.core.machine import default_cache_dir
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "tests" / "fixtures" / "policy.toml"  # cu130: gpu_archs 8.0;9.0+PTX

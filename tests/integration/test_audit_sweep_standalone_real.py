@@ -19,7 +19,7 @@ from real_wheels import real_wheel
 
 from release.audit.claim import NO_CLAIM_CHECKS
 
-pytestmark = [pytest.mark.integration, pytest.mark.network]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
 
 TOLD = {
     "nvidia_cuda_cupti": "it is nvidia-cuda-cupti, CUDA 13's package of CUPTI",

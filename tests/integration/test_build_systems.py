@@ -32,7 +32,7 @@ from release.policy.matrix import Row
 from release.wheelbuild.host.isolated import read_marker
 from release.wheelbuild.run import build_row
 
-pytestmark = [pytest.mark.integration, pytest.mark.network]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = default_cache_dir(os.environ)

@@ -278,6 +278,7 @@ echo "pip_cert ${PIP_CERT:-unset} plat ${AUDITWHEEL_PLAT:-unset}"
 """
 
 
+@pytest.mark.slow
 @needs_engine
 def test_the_image_has_the_builder_layout(image: mbi.Image) -> None:
     assert PROBE.engine is not None
@@ -301,6 +302,7 @@ def test_the_image_has_the_builder_layout(image: mbi.Image) -> None:
     assert f"pip_cert {expected_cert} plat {plat}" in lines
 
 
+@pytest.mark.slow
 @needs_engine
 def test_a_rerun_with_the_image_present_does_nothing(image: mbi.Image) -> None:
     assert PROBE.engine is not None

@@ -40,7 +40,7 @@ from release.wheelbuild.engine import detect_engine
 from release.wheelbuild.environment import cibuildwheel_config
 from release.wheelbuild.run import build_row, plan_row
 
-pytestmark = [pytest.mark.integration, pytest.mark.network]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "rows.toml"

@@ -41,6 +41,7 @@ from release.wheelbuild.run import build_row
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.slow,
     pytest.mark.network,
     pytest.mark.skipif(
         host_platform() != "x86_64", reason="emulates aarch64 on x86_64 (native runs natively)"

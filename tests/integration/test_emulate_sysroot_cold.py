@@ -19,6 +19,7 @@ from release.emulate.sysroot import ensure_sysroot, sysroot_folder
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.slow,
     pytest.mark.network,  # Debian's arm64 packages
     pytest.mark.skipif(host_platform() != "x86_64", reason="emulation of aarch64 on an x86_64 machine"),
     pytest.mark.skipif(

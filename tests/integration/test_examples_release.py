@@ -43,7 +43,7 @@ from release.binary.fatbin import all_entries, has_device_code
 from release.policy.load import load_policy
 from release.policy.matrix import expand
 
-pytestmark = [pytest.mark.integration, pytest.mark.network]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
 
 ROOT = Path(__file__).resolve().parents[2]
 LAZY = ROOT / "examples" / "lazysaxpy" / "rows.toml"

@@ -44,7 +44,7 @@ from release.policy.load import load_policy
 from release.policy.matrix import expand
 from release.wheelbuild.host import isolated
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 LAZY = ROOT / "examples" / "lazysaxpy"

@@ -39,7 +39,7 @@ from release.core import proc
 from release.core.errors import InputError, ToolError
 from release.core.machine import default_cache_dir
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 NVCC = Path(os.environ.get("NVCC", "/usr/local/bin/nvcc"))
 CACHE_DIR = default_cache_dir(os.environ)

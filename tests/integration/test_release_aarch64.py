@@ -19,7 +19,7 @@ from helpers_repo import commit_all, copy_example
 from release.core.machine import host_platform
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("stop_rehearsal_index")]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("stop_rehearsal_index")]
 
 
 def _release(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -47,7 +47,7 @@ from helpers_rows import rows_by_id
 from release.core.machine import default_cache_dir
 from release.wheelbuild.run import build_row
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "rows.toml"

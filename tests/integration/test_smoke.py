@@ -371,6 +371,7 @@ def _repacked(wheel: Path, dest: Path, change: Callable[[Path], object]) -> Path
     return _packed(root, dest)
 
 
+@pytest.mark.slow  # builds lazysaxpy (CMake) first
 def test_a_lazily_loaded_kernels_library_is_loaded_and_proven(lazy: tuple[Policy, Row, Path]) -> None:
     """The import loads no libcudart; the smoke loads the kernels library itself, after the
     import, and the runtime it brings in is the environment's."""

@@ -45,6 +45,7 @@ CC = "aarch64-linux-gnu-gcc"
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.slow,
     pytest.mark.network,  # Debian's arm64 packages and PyPI's aarch64 runtime wheel, cached after
     pytest.mark.skipif(host_platform() != "x86_64", reason="emulation of aarch64 on an x86_64 machine"),
     pytest.mark.skipif(shutil.which(CC) is None, reason=f"{CC} (g++-aarch64-linux-gnu) is not installed"),

@@ -35,7 +35,7 @@ from release.wheelbuild.environment import build_environment, pip_cuda_headers, 
 from release.wheelbuild.host import isolated
 from release.wheelbuild.toolchain import resolve_toolchain
 
-pytestmark = [pytest.mark.integration, pytest.mark.network]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ROOT / "tests" / "fixtures" / "torchctx"

@@ -30,7 +30,7 @@ def verify_main(argv: list[str]) -> int:
     return release_main(["verify", *argv])
 
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = "cpu-py312-x86_64"

@@ -39,20 +39,24 @@ def ci_run_lines() -> list[str]:
 
 def test_readme_numbers_its_commands_and_the_second_runs_the_tests_after_the_setup_script() -> None:
     commands = readme_commands()
-    assert sorted(commands) == [1, 2, 3]
+    assert sorted(commands) == [1, 2, 3, 4]
     assert commands[2] == "./scripts/setup.sh && .venv/bin/nox -s lint tests"
     assert commands[1].startswith("./scripts/bootstrap.sh && .venv/bin/nox -s release")
     assert commands[3] == ".venv/bin/nox -s tests -- tests/unit", "the fast loop: the unit tier only"
+    assert commands[4] == ".venv/bin/nox -s tests-slow", "the slow tier, which CI runs after command 2"
 
 
-def test_ci_run_runs_exactly_readme_command_2_and_nothing_else() -> None:
-    command = readme_commands()[2]
+def test_ci_run_runs_exactly_readme_commands_2_then_4_and_nothing_else() -> None:
+    commands = readme_commands()
     lines = ci_run_lines()
-    assert lines[-1] == command, "the last thing .ci/run does is README's command 2, as written there"
-    assert lines.count(command) == 1
+    assert lines[-2:] == [commands[2], commands[4]], (
+        "the last things .ci/run does are README's command 2 (setup, lint, the suite) and command 4 "
+        "(the slow tier), as written there"
+    )
+    assert lines.count(commands[2]) == 1
     # before it: the shell's settings, the repository root, one line saying where it runs; no
     # setup of its own, which would make CI differ from a person's machine
-    assert lines[:-1] == [
+    assert lines[:-2] == [
         "set -euo pipefail",
         'cd "$(dirname "$0")/.."',
         'echo "==> .ci/run on $(uname -m), $(nproc) cores, $(date -u +%FT%TZ)"',
