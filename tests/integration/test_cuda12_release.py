@@ -23,7 +23,12 @@ from release.binary.elf import read_elf
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "tests" / "fixtures" / "cuda12" / "rows.toml"
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network, pytest.mark.usefixtures("stop_rehearsal_index")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.network,
+    pytest.mark.usefixtures("stop_rehearsal_index"),
+]
 
 
 @pytest.fixture(scope="module")
