@@ -21,7 +21,7 @@ OVER_LINES: dict[str, int] = {}
 # wings); never silently skipped, a new folder over the limit fails.
 NOT_YET_IN_WINGS: set[str] = set()
 # Known import cycles, each listed with its reason (none left: the command line's shared options are in
-# release/cli_options.py and verify has one entry).
+# release/commands/options.py and verify has one entry).
 KNOWN_CYCLES: set[frozenset[str]] = set()
 # The floor: what it may import of release (nothing above it).
 FLOOR = {
