@@ -143,6 +143,12 @@ HOW: dict[str, Need] = {
         "test_smoke.py, test_any_package.py)",
     ),
     # covered-by: whole builds and rehearsals, run end to end by an integration test
+    "build cu130-py311-aarch64 --backend container": _covered(
+        "test_container_build_aarch64.py",
+        '"cu130-py311-aarch64"',
+        'backend="container"',
+        why="through build_row, in the arm64 stand-in image under emulation, with the stand-in policy",
+    ),
     "release --rehearsal --policy examples/lazysaxpy/rows.toml": _covered(
         "test_examples_release.py", '"--rehearsal"', '"--policy"', '"lazysaxpy"', why="with --allow-dirty"
     ),

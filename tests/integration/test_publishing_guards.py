@@ -152,7 +152,9 @@ def test_a_wheel_changed_after_its_smoke_is_refused(tmp_path: Path, index: Local
 def test_two_wheels_for_one_row_refused(tmp_path: Path, index: LocalIndex) -> None:
     policy, rows, dist = _production_release(tmp_path, index, gpu_ran=True)
     release_wheel(dist, policy, "cu130-py312-x86_64", version="0.2.0")
-    _refused(policy, rows, dist, index, "2 wheels for cu130-py312-x86_64")
+    _refused(
+        policy, rows, dist, index, "2 wheels for cu130-py312-x86_64", kind=InputError
+    )  # bad input, as in audit
 
 
 def test_production_refuses_a_selection_and_unknown_skip_variant(tmp_path: Path, index: LocalIndex) -> None:
