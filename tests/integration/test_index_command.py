@@ -47,3 +47,13 @@ def test_start_status_stop(tmp_path: Path) -> None:
 def test_start_without_variants_is_bad_input(tmp_path: Path) -> None:
     code, _, err = _index(tmp_path, "start", "--variants", ",")
     assert code == 2 and "no variants to serve" in err, err
+
+
+def test_status_and_stop_where_no_index_is_write_nothing(tmp_path: Path) -> None:
+    """Read-only where there is nothing: status and stop of a folder with no index create no lock
+    file, no folder (``auditwheel show`` writes nothing either); a stop of a real index is above."""
+    for action in ("status", "stop"):
+        code, _, err = _index(tmp_path, action)
+        assert code == 0, err
+    assert "no server was running (no local index at " in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -266,7 +266,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def start_or_stop(command: str, root: Path, variants: Sequence[str], port: int = 0) -> int:
     """``start`` / ``stop`` (``python -m release index``), holding the index root's lock (a publish to
-    it holds it too); a stop while another run holds a lease on the index is refused, naming it."""
+    it holds it too); a stop while another run holds a lease on the index is refused, naming it. A
+    stop where no index folder is writes nothing (no lock file is made to say so)."""
+    if command == "stop" and not root.is_dir():
+        print(f"no server was running (no local index at {root})", file=sys.stderr)
+        return 0
     with lock.hold(root, what="the local index", wait_s=lock.wait_from_env(os.environ)):
         return _start_or_stop(command, root, variants, port)
 
