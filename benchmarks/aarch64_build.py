@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Literal
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -41,7 +42,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from builder.recipe import standin_policy_text  # noqa: E402
 from release.core.machine import default_cache_dir  # noqa: E402
 from release.policy.load import load_policy  # noqa: E402
-from release.policy.matrix import expand  # noqa: E402
+from release.policy.matrix import Row, expand  # noqa: E402
 from release.wheelbuild.run import build_row  # noqa: E402
 
 TARGET_S = 300.0
@@ -62,22 +63,33 @@ def _container(row_id: str, repeat: int, env: dict[str, str]) -> list[float]:
     )
     (work / "examples").symlink_to(ROOT / "examples")
     row = next(r for r in expand(load_policy(policy)) if r.id == row_id)
-    cold: list[float] = []
-    for _ in range(repeat):
-        dist = Path(tempfile.mkdtemp(prefix="ww-bench-dist-"))
-        start = time.perf_counter()
-        build_row(
-            row,
-            policy_path=policy,
-            dist_dir=dist,
-            cache_dir=default_cache_dir(env),
-            backend="container",
-            env=env,
-        )
-        cold.append(round(time.perf_counter() - start, 3))
-        shutil.rmtree(dist, ignore_errors=True)
+    cold = [_timed_build(row, policy, "container", env) for _ in range(repeat)]
     shutil.rmtree(work, ignore_errors=True)
     return cold
+
+
+def _timed_build(
+    row: Row,
+    policy: Path,
+    backend: Literal["host", "container"],
+    env: dict[str, str],
+    kernels: Path | None = None,
+) -> float:
+    """Seconds one build of the row takes, into a fresh dist/ (removed after)."""
+    dist = Path(tempfile.mkdtemp(prefix="ww-bench-dist-"))
+    start = time.perf_counter()
+    build_row(
+        row,
+        policy_path=policy,
+        dist_dir=dist,
+        cache_dir=default_cache_dir(env),
+        backend=backend,
+        env=env,
+        kernel_cache=kernels,
+    )
+    seconds = round(time.perf_counter() - start, 3)
+    shutil.rmtree(dist, ignore_errors=True)
+    return seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,19 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(cache / "cross" / row.platform, ignore_errors=True)
         kernels = Path(tempfile.mkdtemp(prefix="ww-bench-kernels-"))
         for into in (cold, warm):
-            dist = Path(tempfile.mkdtemp(prefix="ww-bench-dist-"))
-            start = time.perf_counter()
-            build_row(
-                row,
-                policy_path=policy,
-                dist_dir=dist,
-                cache_dir=cache,
-                backend="host",
-                env=env,
-                kernel_cache=kernels,
-            )
-            into.append(round(time.perf_counter() - start, 3))
-            shutil.rmtree(dist, ignore_errors=True)
+            into.append(_timed_build(row, policy, "host", env, kernels))
         shutil.rmtree(kernels, ignore_errors=True)
     result = {
         "benchmark": "aarch64_build",
