@@ -1,11 +1,16 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers_proc import python_m
+from helpers.index import VARIANTS, FaultProxy, InstallVenv, TinyWheelFactory, build_tiny_wheel
+from helpers.proc import python_m
+
+from release.core import proc
+from release.publish.index.local import LocalIndex, local_index
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,3 +61,45 @@ def stop_rehearsal_index(tmp_path: Path) -> Iterator[None]:
     if root.is_dir():
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         python_m("release", "index", "stop", "--root", str(root), env=env, timeout=120)
+
+
+# ---------------------------------------------------- publishing: a local index, wheels, a venv
+# (the helpers they are built on, and the publishing tests' other helpers: tests/helpers/index.py)
+
+
+@pytest.fixture
+def tiny_wheel_factory() -> TinyWheelFactory:
+    """``tiny_wheel_factory(dest, version=..., tag=..., payload=...)``: a pure-Python wheel."""
+
+    def make(
+        dest: Path, *, version: str = "1.5.0+cu130", tag: str = "py3-none-any", payload: str = ""
+    ) -> Path:
+        return build_tiny_wheel(dest, version=version, tag=tag, payload=payload)
+
+    return make
+
+
+@pytest.fixture
+def local_index_server(tmp_path: Path) -> Iterator[LocalIndex]:
+    """A running local index for variants cpu, cu126 and cu130, files under ``tmp_path/index``;
+    stopped after the test."""
+    with local_index(VARIANTS, tmp_path / "index") as index:
+        yield index
+
+
+@pytest.fixture
+def install_venv(tmp_path: Path) -> InstallVenv:
+    """A fresh venv (no pip inside); ``install_venv.install(index_url, req)`` installs into it."""
+    root = tmp_path / "venv"
+    proc.run([sys.executable, "-m", "venv", "--without-pip", str(root)], timeout=60)
+    return InstallVenv(root)
+
+
+@pytest.fixture
+def fault_proxy(local_index_server: LocalIndex) -> Iterator[FaultProxy]:
+    """A :class:`FaultProxy` in front of ``local_index_server``; closed after the test."""
+    proxy = FaultProxy(local_index_server.port)
+    try:
+        yield proxy
+    finally:
+        proxy.close()

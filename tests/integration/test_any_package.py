@@ -27,7 +27,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers_proc import python_m, repo_env
+from helpers.proc import python_m, repo_env
 
 from release.binary.elf import read_elf
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_elf import write_wheel
+from helpers.elf import write_wheel
 
 from release.audit.cpp.target import TRIPLETS
 from release.core.machine import host_platform

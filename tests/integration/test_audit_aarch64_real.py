@@ -4,7 +4,7 @@ project and version) gets, check by check, and the C++ consumer links the aarch6
 toolchain (the cross compilers here), where it used to link an x86_64 program against aarch64 libraries and
 report that cuRAND's SDK "does not link".
 
-Pinned by file name and sha256 in tests/real_wheels.py (``AARCH64_PINS``; about 106 MB, fetched once into
+Pinned by file name and sha256 in tests/helpers/real_wheels.py (``AARCH64_PINS``; about 106 MB, fetched once into
 the test cache). All four ship a C++ SDK. The verdicts, the same on both architectures:
 
 ======================  =====  ===========================================================================
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_wheels import AARCH64_BY_KEY, real_aarch64_wheel, x86_64_twin
+from helpers.real_wheels import AARCH64_BY_KEY, real_aarch64_wheel, x86_64_twin
 
 from release.core.machine import host_platform
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_proc import python_m, repo_env
+from helpers.proc import python_m, repo_env
 
 pytestmark = pytest.mark.integration
 

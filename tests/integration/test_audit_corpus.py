@@ -1,6 +1,6 @@
 """The audit on a corpus of real third-party CUDA wheels, run as a user runs it: from an empty folder.
 
-Eight wheels from PyPI, pinned by name and sha256 in tests/real_wheels.py (fetched into a cache,
+Eight wheels from PyPI, pinned by name and sha256 in tests/helpers/real_wheels.py (fetched into a cache,
 never copied into the repository; a wheel that cannot be fetched fails its test), chosen for what
 they carry:
 
@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_proc import audit_json
-from real_wheels import CORPUS, real_wheel
+from helpers.proc import audit_json
+from helpers.real_wheels import CORPUS, real_wheel
 
 from release.binary.cuobjdump import ensure_cuobjdump, header_dump, list_device_code
 from release.core.machine import default_cache_dir

@@ -5,7 +5,7 @@ wheelwright's pure-Python dependencies downloaded for aarch64 at the versions th
 machine says aarch64 and the PATH's g++ is the real x86_64 one: the C++ consumer must notice (its
 probe) and link with the aarch64 cross compilers, never give a verdict from an x86_64 link.
 
-Two of NVIDIA's aarch64 wheels (tests/real_wheels.py AARCH64_PINS): cuda-runtime (passes) and cuRAND
+Two of NVIDIA's aarch64 wheels (tests/helpers/real_wheels.py AARCH64_PINS): cuda-runtime (passes) and cuRAND
 (its SDK declares functions its library does not export: a true defect, the same finding on both).
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_wheels import real_aarch64_wheel
+from helpers.real_wheels import real_aarch64_wheel
 
 from release.core.machine import default_cache_dir, host_platform
 from release.emulate.python import find_python

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_proc import python_m
+from helpers.proc import python_m
 
 from release.audit.registry import CHECKS
 from release.commands import audit as audit_command

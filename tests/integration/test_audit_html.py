@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers_chromium import headless
+from helpers.chromium import headless
 
 from release.audit.report.page import render_html
 from release.audit.report.release_page import render_release_html

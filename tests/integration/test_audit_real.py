@@ -1,6 +1,6 @@
 """The audit on published wheels: NVIDIA's CUDA library wheels and torch 2.14.1 cu130.
 
-They are pinned by name and sha256 in tests/real_wheels.py and fetched into a cache
+They are pinned by name and sha256 in tests/helpers/real_wheels.py and fetched into a cache
 (never copied into the repository); a wheel that cannot be fetched fails its test.
 torch (555 MB) runs only with WHEELWRIGHT_BIG_BINARIES=1 (``nox -s tests`` sets it).
 docs/audit.md records what the audit reports on each of them.
@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from real_wheels import BY_KEY, FetchError, Pin, fetch, real_wheel, sha256_of
+from helpers.real_wheels import BY_KEY, FetchError, Pin, fetch, real_wheel, sha256_of
 
 from release.audit.model import AuditResult, Expectation
 from release.audit.run import audit_wheel

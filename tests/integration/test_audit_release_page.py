@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers_chromium import Node, dump_dom, parse
+from helpers.chromium import Node, dump_dom, parse
 
 from release.audit.model import AuditResult
 from release.audit.report.page import wheel_section

@@ -1,6 +1,6 @@
 """The survey of real CUDA wheels (docs/survey.md), run as a user runs it: ``audit W --json`` from an empty folder.
 
-Ten of the survey's wheels (285 MB together, pinned by name and sha256 in tests/real_wheels.py's
+Ten of the survey's wheels (285 MB together, pinned by name and sha256 in tests/helpers/real_wheels.py's
 SURVEY_PINS, fetched into the cache once), each audited standalone with no claim and no rows.toml:
 the verdict is 0 or 1, never 2, and the findings that make it are the ones docs/survey.md explains.
 Three are the false findings the survey found and the audit no longer makes:
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_proc import audit_json
-from real_wheels import SURVEY_TESTED, real_wheel, survey_wheel
+from helpers.proc import audit_json
+from helpers.real_wheels import SURVEY_TESTED, real_wheel, survey_wheel
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
 

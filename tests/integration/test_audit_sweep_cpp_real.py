@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_wheels import real_wheel
+from helpers.real_wheels import real_wheel
 
 from release.audit.claim import claim_expectation
 from release.audit.cpp import early as cpp_early

@@ -10,7 +10,7 @@
 * With ``--allow embedded-device-code``, CUPTI (device code only as data) is not told it has none.
 
 Builds with the host nvcc 13.0 and Debian's CUDA 12.4 (scripts/fetch_cuda12_debian.py, cached);
-cuobjdump is the pinned wheel's (release.binary.cuobjdump); CUPTI is pinned in tests/real_wheels.py.
+cuobjdump is the pinned wheel's (release.binary.cuobjdump); CUPTI is pinned in tests/helpers/real_wheels.py.
 """
 
 from __future__ import annotations
@@ -20,18 +20,14 @@ import os
 import re
 import struct
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_proc import python_m, repo_env
-from real_wheels import real_wheel
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-
 from device_fixtures import RPATH12, Cuda, DeviceBuilder, cuda124
+from helpers.proc import python_m, repo_env
+from helpers.real_wheels import real_wheel
 from make_fixtures import WheelSpec, write_wheel
 
 from release.binary.cubin import cubin_target

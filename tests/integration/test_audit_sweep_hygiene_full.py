@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_elf import TAG, gcc_so, write_wheel
-from helpers_proc import python_m, repo_env
+from helpers.elf import TAG, gcc_so, write_wheel
+from helpers.proc import python_m, repo_env
 
 from release.audit.model import Expectation
 from release.audit.run import audit_wheel

@@ -4,7 +4,7 @@ A sweep over 18 real CUDA wheels found that nvidia-cuda-cupti 13.0.85 and nvidia
 ship ``nvidia/cu13/lib/libcupti.so.13`` and ``libnvtx3interop.so.1``, were told "nothing in the wheel
 names a CUDA release"; that an audit with no claim and no rows.toml exited 2 ("rows.toml: file not
 found"); and that ``--json`` printed nothing on stdout for a claim that does not parse. The wheels are
-pinned in tests/real_wheels.py (fetched into a cache, never copied into the repository).
+pinned in tests/helpers/real_wheels.py (fetched into a cache, never copied into the repository).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_proc import python_m, repo_env
-from real_wheels import real_wheel
+from helpers.proc import python_m, repo_env
+from helpers.real_wheels import real_wheel
 
 from release.audit.claim import NO_CLAIM_CHECKS
 

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers_proc import assert_process_ends
-from helpers_rows import rows_by_id
+from helpers.proc import assert_process_ends
+from helpers.rows import rows_by_id
 
 from release.core.errors import ToolError
 from release.core.machine import default_cache_dir, find_python

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_proc import assert_process_ends
-from helpers_rows import rows_by_id
+from helpers.proc import assert_process_ends
+from helpers.rows import rows_by_id
 
 from release.binary.elf import read_elf
 from release.binary.fatbin import all_entries, has_device_code

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers_rows import rows_by_id
+from helpers.rows import rows_by_id
 
 from release.binary.cuobjdump import ensure_cuobjdump, list_device_code
 from release.binary.elf import read_elf

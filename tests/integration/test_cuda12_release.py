@@ -16,8 +16,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers_proc import python_m
-from helpers_repo import commit_all, copy_example
+from helpers.proc import python_m
+from helpers.repo import commit_all, copy_example
 
 from release.binary.elf import read_elf
 

@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 import time
 from pathlib import Path
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
 import fetch_cuda12_debian as fetch
+import pytest
 
 from release.core.proc import run
 

@@ -34,9 +34,9 @@ from types import ModuleType
 from typing import Literal
 
 import pytest
-from helpers_proc import repo_env
-from helpers_repo import copy_example
-from real_wheels import real_wheel
+from helpers.proc import repo_env
+from helpers.real_wheels import real_wheel
+from helpers.repo import copy_example
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEELS = ROOT / "tests" / "fixtures" / "wheels"

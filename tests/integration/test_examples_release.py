@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers_proc import python_m, repo_env
+from helpers.proc import python_m, repo_env
 
 from release import records
 from release.binary.elf import read_elf

@@ -1,7 +1,7 @@
 """The fatbin reader on real binaries, checked entry by entry against cuobjdump.
 
 Libraries are compiled here with the host nvcc (CUDA 13.0) and extracted from the
-published CUDA wheels pinned in tests/real_wheels.py (fetched by name and sha256 into a
+published CUDA wheels pinned in tests/helpers/real_wheels.py (fetched by name and sha256 into a
 cache; a wheel that cannot be fetched fails its test). Members of 400 MB and more
 (libtorch_cuda.so, libtorch_cpu.so, libcublasLt.so) are left out unless
 ``WHEELWRIGHT_BIG_BINARIES=1``; ``WHEELWRIGHT_FATBIN_MAX_MB`` moves the cut-off.
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from real_wheels import PINS, Pin, real_wheel
+from helpers.real_wheels import PINS, Pin, real_wheel
 
 from release.binary.cuobjdump import (
     cross_check,

@@ -21,8 +21,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from helpers_policy import stub_project
-from helpers_scripts import load_script
+from helpers.policy import stub_project
+from helpers.scripts import load_script
 
 pytestmark = pytest.mark.integration
 

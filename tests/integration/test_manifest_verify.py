@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest_index import (
+from helpers.index import (
     PROJECT,
     build_tiny_wheel,
     publish_policy,

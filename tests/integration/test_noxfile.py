@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers_policy import link_examples
-from helpers_proc import python_m
+from helpers.policy import link_examples
+from helpers.proc import python_m
 
 from release.core.machine import host_platform
 from release.policy.load import load_policy

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers_policy import stub_project
+from helpers.policy import stub_project
 
 pytestmark = pytest.mark.integration
 

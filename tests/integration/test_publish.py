@@ -21,14 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest_index import (
+from helpers.index import (
     PROJECT,
     InstallVenv,
     TinyWheelFactory,
     build_tiny_wheel,
-    fixture_install_venv,  # noqa: F401 (a fixture, registered by its name=)
-    fixture_local_index_server,  # noqa: F401
-    fixture_tiny_wheel_factory,  # noqa: F401
     publish_policy,
     release_wheel,
     write_audit_record,

@@ -1,5 +1,5 @@
 """Faults on the wire, on loopback: the real local index (pypiserver behind wheelwright's upload
-checks), real twine, and a fault proxy of our own in between (conftest_index.FaultProxy).
+checks), real twine, and a fault proxy of our own in between (helpers.index.FaultProxy).
 
 Each fault ends with the index holding exactly audited files (or nothing), within its deadline
 (a few seconds here), and a message that says what happened and what this run did so far.
@@ -25,11 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest_index import (
+from helpers.index import (
     PROJECT,
     FaultProxy,
-    fixture_fault_proxy,  # noqa: F401 (a fixture, registered by its name=)
-    fixture_local_index_server,  # noqa: F401
     publish_policy,
     release_wheel,
 )

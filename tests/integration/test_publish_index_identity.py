@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest_index import PROJECT, publish_policy, release_wheel, write_smoke_record
-from helpers_policy import stub_project
+from helpers.index import PROJECT, publish_policy, release_wheel, write_smoke_record
+from helpers.policy import stub_project
 
 from release.core.errors import CheckFailed, PolicyError
 from release.policy.load import load_policy

@@ -15,11 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest_index import (
+from helpers.index import (
     PROJECT,
     InstallVenv,
-    fixture_install_venv,  # noqa: F401 (a fixture, registered by its name=)
-    fixture_local_index_server,  # noqa: F401
     publish_policy,
     release_wheel,
 )

@@ -1,7 +1,7 @@
 """Verified means downloaded (release/publish/guards/readback.py): after uploading, publish downloads each
 file this run uploaded and compares its bytes' sha256 with the audited one; and the advice fits
 the fault it saw. Against the real local index, real twine, and a proxy of ours in front of it
-(:class:`LyingProxy`, a conftest_index.FaultProxy) that either serves other bytes for a file
+(:class:`LyingProxy`, a helpers.index.FaultProxy) that either serves other bytes for a file
 under a correct listing, or lists another sha256 for a file it serves correctly.
 """
 
@@ -15,10 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest_index import (
+from helpers.index import (
     PROJECT,
     FaultProxy,
-    fixture_local_index_server,  # noqa: F401 (a fixture, registered by its name=)
     publish_policy,
     release_wheel,
 )

@@ -16,9 +16,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest_index import (
+from helpers.index import (
     PROJECT,
-    fixture_local_index_server,  # noqa: F401 (a fixture, registered by its name=)
     publish_policy,
     release_wheel,
     row_of,

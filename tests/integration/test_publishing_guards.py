@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest_index import PROJECT, probe_report, publish_policy, release_wheel, row_of, write_smoke_record
+from helpers.index import PROJECT, probe_report, publish_policy, release_wheel, row_of, write_smoke_record
 
 from release import records
 from release.cli import main

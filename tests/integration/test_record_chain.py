@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers_proc import python_m, repo_env
-from helpers_repo import copy_example
+from helpers.proc import python_m, repo_env
+from helpers.repo import copy_example
 
 from release import records
 from release.core.hashing import sha256_file

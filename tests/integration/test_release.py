@@ -9,9 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers_proc import python_m
-from helpers_repo import commit_all, copy_example
-from helpers_rows import rows_by_id
+from helpers.proc import python_m
+from helpers.repo import commit_all, copy_example
+from helpers.rows import rows_by_id
 
 from release import records
 from release.core.machine import host_platform

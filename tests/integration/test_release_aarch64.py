@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers_proc import python_m
-from helpers_repo import commit_all, copy_example
+from helpers.proc import python_m
+from helpers.repo import commit_all, copy_example
 
 from release.core.machine import host_platform
 

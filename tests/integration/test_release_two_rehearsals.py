@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers_repo import commit_all, copy_example
+from helpers.repo import commit_all, copy_example
 
 from release.core.machine import host_platform
 from release.publish.guards import lock

@@ -42,7 +42,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers_rows import rows_by_id
+from helpers.rows import rows_by_id
 
 from release.core.machine import default_cache_dir
 from release.wheelbuild.run import build_row

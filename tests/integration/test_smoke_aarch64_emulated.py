@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers_elf import write_wheel
+from helpers.elf import write_wheel
 
 from release import records
 from release.core.errors import ToolError

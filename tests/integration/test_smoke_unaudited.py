@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers_proc import python_m, repo_env
+from helpers.proc import python_m, repo_env
 
 pytestmark = [pytest.mark.integration]
 

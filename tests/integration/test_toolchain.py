@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers_rows import rows_by_id
+from helpers.rows import rows_by_id
 
 from release.core.errors import ToolError
 from release.core.nvcc import MANIFEST

@@ -12,9 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers_proc import python_m
-from helpers_repo import commit_all, copy_example
-from helpers_rows import rows_by_id
+from helpers.proc import python_m
+from helpers.repo import commit_all, copy_example
+from helpers.rows import rows_by_id
 
 from release.core.machine import default_cache_dir, find_python, host_platform
 from release.policy.matrix import Row

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from audit_helpers import contents, cuda, fatbin, lib
+from helpers.audit import contents, cuda, fatbin, lib
 
 from release.audit.checks import device_code, gpus
 from release.audit.claim import (

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers_elf import write_wheel
+from helpers.elf import write_wheel
 
 from release.audit.claim import claim_expectation
 from release.audit.cpp import cache as cpp_cache

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_elf import sdk_finding
+from helpers.elf import sdk_finding
 
 from release.audit.cpp import link as cpp_link
 from release.audit.cpp import tools as cpp_tools

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers_text import edited
+from helpers.text import edited
 
 from release.resources.cuda import ResourceError, cuda, parse
 

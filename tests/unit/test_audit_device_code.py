@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from audit_helpers import CPU, contents, cuda, elf, fatbin, lib
+from helpers.audit import CPU, contents, cuda, elf, fatbin, lib
 
 from release.audit.checks import device_code, gpus, libraries
 from release.audit.model import CPU_RULES, Finding

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from audit_helpers import contents, cuda, elf, entry, fatbin, lib
+from helpers.audit import contents, cuda, elf, entry, fatbin, lib
 
 from release.audit.checks import device_code, gpus
 from release.audit.claim import apply_options

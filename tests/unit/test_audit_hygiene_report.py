@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from audit_helpers import CPU, abi, contents, cuda, elf, fatbin, lib
+from helpers.audit import CPU, abi, contents, cuda, elf, fatbin, lib
 
 from release.audit.checks import hygiene
 from release.audit.model import AuditResult, Contents, Expectation, Finding, fail, ok

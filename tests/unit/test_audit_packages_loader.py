@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from audit_helpers import CPU, RPATH, RUNTIME, contents, cuda, elf, fatbin, lib
+from helpers.audit import CPU, RPATH, RUNTIME, contents, cuda, elf, fatbin, lib
 from packaging.specifiers import SpecifierSet
 
 from release import runpath

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from audit_helpers import contents, elf, fatbin, lib
+from helpers.audit import contents, elf, fatbin, lib
 
 from release.audit import standalone
 from release.audit.checks import loader, packages

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers_elf import sdk_finding
+from helpers.elf import sdk_finding
 
 from release.audit.cpp.cuda_headers import (
     SITE_VAR,

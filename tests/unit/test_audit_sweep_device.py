@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from dataclasses import replace
 
-from audit_helpers import contents, cuda, fatbin, lib
+from helpers.audit import contents, cuda, fatbin, lib
 
 from release.audit.checks import device_code, gpus, libraries
 from release.audit.claim import apply_options

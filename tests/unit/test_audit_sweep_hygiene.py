@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from audit_helpers import abi, cuda
-from helpers_elf import TAG, Gcc, write_wheel
+from helpers.audit import abi, cuda
+from helpers.elf import TAG, Gcc, write_wheel
 
 from release import runpath
 from release.audit.checks import hygiene, loader

@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers_rows import rows_by_id
+from helpers.rows import rows_by_id
 
 from release import records
 from release.wheelbuild.output import move_into_dist, record_data

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from cibuildwheel.options import BuildOptions, CommandLineArguments, compute_options
-from helpers_proc import python_m
+from helpers.proc import python_m
 
 from release.core.errors import InputError
 from release.core.machine import PythonInfo

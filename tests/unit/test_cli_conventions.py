@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from helpers_proc import python_m, repo_env
+from helpers.proc import python_m, repo_env
 
 from release import __version__
 
@@ -70,7 +70,7 @@ def test_a_standalone_audit_writes_nothing_unless_asked(
 
 def test_a_hint_repeats_the_users_policy_and_dist_and_the_sessions_arch() -> None:
     """Issue 24 item 9: the command a hint names does what it says for the user who reads it."""
-    from helpers_rows import rows_by_id
+    from helpers.rows import rows_by_id
 
     from release.hints import build_hint
     from release.records import one_wheel_problem

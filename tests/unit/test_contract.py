@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers_rows import rows_by_id
+from helpers.rows import rows_by_id
 
 from release.core.errors import InputError
 from release.policy.model import Dependency

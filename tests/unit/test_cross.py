@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers_rows import rows_by_id
+from helpers.rows import rows_by_id
 
 from release.commands.options import selected_arch
 from release.core.errors import ToolError

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers_text import edited
+from helpers.text import edited
 
 from release.audit.cpp import cuda_headers as cpp_cuda
 from release.audit.cpp.cuda_headers import lacking_system_headers, toolkit_package

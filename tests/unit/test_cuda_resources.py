@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers_text import edited
+from helpers.text import edited
 
 from release.audit.checks import loader
 from release.resources import cuda

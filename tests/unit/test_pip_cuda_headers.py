@@ -8,7 +8,7 @@ without the packages, and a CUDA 12 package's folder for a CUDA 13 row.
 
 from __future__ import annotations
 
-from helpers_rows import rows_by_id
+from helpers.rows import rows_by_id
 
 from release.wheelbuild.environment import pip_cuda_headers, pip_cuda_include_dirs
 

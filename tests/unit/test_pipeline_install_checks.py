@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers_rows import POLICY, rows_by_id
+from helpers.rows import POLICY, rows_by_id
 
 from release.pipeline import RowReport, check_installs
 from release.policy.load import load_policy

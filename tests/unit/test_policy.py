@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from helpers_policy import stub_project
+from helpers.policy import stub_project
 
 from release.core.errors import PolicyError
 from release.policy.load import load_policy

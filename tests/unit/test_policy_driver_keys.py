@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_policy import stub_project
+from helpers.policy import stub_project
 
 from release.core.errors import PolicyError
 from release.policy.load import parse_policy

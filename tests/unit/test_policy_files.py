@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from helpers_policy import stub_project
+from helpers.policy import stub_project
 
 from release.core.errors import PolicyError
 from release.policy.load import load_policy

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers_policy import stub_project
+from helpers.policy import stub_project
 
 from release.core.errors import InputError, PolicyError, SelectionError
 from release.policy.load import load_policy, parse_policy

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-from helpers_rows import rows_by_id
+from helpers.rows import rows_by_id
 
 from release import records
 from release.core.errors import CheckFailed, InputError, SelectionError, StepFailed, WheelwrightError

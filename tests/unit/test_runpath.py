@@ -8,8 +8,8 @@ import ast
 from pathlib import Path
 
 import pytest
-from audit_helpers import contents, elf, lib
-from helpers_rows import rows_by_id
+from helpers.audit import contents, elf, lib
+from helpers.rows import rows_by_id
 
 from release import runpath
 from release.audit.checks import loader

@@ -8,7 +8,7 @@ from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
 from release.policy.model import Policy
 
-POLICY = Path(__file__).resolve().parents[1] / "rows.toml"
+POLICY = Path(__file__).resolve().parents[2] / "rows.toml"
 
 
 def rows_by_id(policy: Policy | Path = POLICY) -> dict[str, Row]:

@@ -1,4 +1,4 @@
-"""Fixtures and helpers for publishing tests: real wheels that pass (or fail) the real audit,
+"""Helpers for publishing tests: real wheels that pass (or fail) the real audit,
 their records, a real local index (pypiserver), a fault proxy, and a fresh venv to install into.
 
 Publish audits every wheel again before it uploads it, so the wheels here are real: the
@@ -8,14 +8,15 @@ dist-info and RECORD), audited against :func:`publish_policy` (the fixture polic
 and 3.12). ``build_tiny_wheel`` still makes a pure-Python wheel for what never goes through
 publish (a stray or rogue file dropped on an index, a channel's contents).
 
-Fixtures are declared with ``name=``, so importing their functions (``fixture_<name>``)
-into a test module registers them under their fixture names:
+The fixtures built on these (``local_index_server``, ``tiny_wheel_factory``, ``install_venv``,
+``fault_proxy``) are defined in tests/conftest.py:
 
 - ``local_index_server``: a running :class:`release.publish.index.local.LocalIndex` for
   variants cpu, cu126 and cu130, files under ``tmp_path/index``; stopped after the test.
 - ``tiny_wheel_factory(dest, version=..., tag=..., payload=...)``: a pure-Python wheel.
 - ``install_venv``: a fresh venv (no pip inside); ``install_venv.install(index_url, req)``
   installs with this venv's pip through ``--python``, isolated from any pip config.
+- ``fault_proxy``: a :class:`FaultProxy` in front of ``local_index_server``; closed after the test.
 """
 
 from __future__ import annotations
@@ -27,14 +28,12 @@ import socket
 import sys
 import threading
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-import pytest
-from helpers_policy import stub_project
-
+from helpers.policy import stub_project
 from release import records
 from release.core import proc
 from release.core.hashing import sha256_file
@@ -42,7 +41,6 @@ from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
 from release.policy.model import Policy
 from release.policy.targets import IndexTarget, Target
-from release.publish.index.local import LocalIndex, local_index
 from release.smoke.evaluate import evaluate
 from release.smoke.record import write_record
 
@@ -254,22 +252,6 @@ class TinyWheelFactory(Protocol):
     def __call__(self, dest: Path, *, version: str = ..., tag: str = ..., payload: str = ...) -> Path: ...
 
 
-@pytest.fixture(name="tiny_wheel_factory")
-def fixture_tiny_wheel_factory() -> TinyWheelFactory:
-    def make(
-        dest: Path, *, version: str = "1.5.0+cu130", tag: str = "py3-none-any", payload: str = ""
-    ) -> Path:
-        return build_tiny_wheel(dest, version=version, tag=tag, payload=payload)
-
-    return make
-
-
-@pytest.fixture(name="local_index_server")
-def fixture_local_index_server(tmp_path: Path) -> Iterator[LocalIndex]:
-    with local_index(VARIANTS, tmp_path / "index") as index:
-        yield index
-
-
 @dataclass(frozen=True)
 class InstallVenv:
     root: Path
@@ -310,13 +292,6 @@ class InstallVenv:
         return proc.run(
             [str(self.python), "-c", code], env={"PATH": "/usr/bin:/bin"}, check=False, timeout=60
         )
-
-
-@pytest.fixture(name="install_venv")
-def fixture_install_venv(tmp_path: Path) -> InstallVenv:
-    root = tmp_path / "venv"
-    proc.run([sys.executable, "-m", "venv", "--without-pip", str(root)], timeout=60)
-    return InstallVenv(root)
 
 
 # --------------------------------------------------------------------------- a fault proxy
@@ -451,12 +426,3 @@ class FaultProxy:
             if is_post and mode == "hang-post":
                 self._stop.wait()
             client.shutdown(socket.SHUT_WR)
-
-
-@pytest.fixture(name="fault_proxy")
-def fixture_fault_proxy(local_index_server: LocalIndex) -> Iterator[FaultProxy]:
-    proxy = FaultProxy(local_index_server.port)
-    try:
-        yield proxy
-    finally:
-        proxy.close()
