@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import nox
@@ -39,7 +40,7 @@ STEPS = {
     "build": "Build the {row} wheel (host toolchain here, cibuildwheel container in CI).",
     "audit": "Audit the built {row} wheel against its row.",
     "smoke": "Install the {row} wheel in a fresh venv and run it.",
-    "upload": "Publish the audited {row} wheel to its index.",
+    "upload": "Publish the audited {row} wheel to the rehearsal index (-- --target NAME for another).",
 }
 
 
@@ -63,9 +64,16 @@ def _release(session: nox.Session, command: str, *args: str) -> None:
 COMMAND = {"build": "build", "audit": "audit", "smoke": "smoke", "upload": "publish"}
 
 
+def _step_args(step: str, posargs: Sequence[str]) -> tuple[str, ...]:
+    """An upload session publishes one row: only a rehearsal target takes a part of the release, so
+    it names ``--rehearsal`` unless the session's arguments name a target."""
+    named = any(a == "--rehearsal" or a.startswith("--target") for a in posargs)
+    return ("--rehearsal",) if step == "upload" and not named else ()
+
+
 def _row_session(step: str, row: Row) -> None:
     def run(session: nox.Session) -> None:
-        _release(session, COMMAND[step], row.id, *session.posargs)
+        _release(session, COMMAND[step], row.id, *_step_args(step, session.posargs), *session.posargs)
 
     run.__doc__ = STEPS[step].format(row=row.id)
     nox.session(
@@ -80,7 +88,7 @@ def _alias_session(step: str, row: Row, python: str) -> None:
     serves 3.12 too. No tags, so ``nox -t build`` runs each row once."""
 
     def run(session: nox.Session) -> None:
-        _release(session, COMMAND[step], row.id, *session.posargs)
+        _release(session, COMMAND[step], row.id, *_step_args(step, session.posargs), *session.posargs)
 
     run.__doc__ = f"The same as {step}-{row.session_suffix}: its wheel serves Python {python} too."
     nox.session(name=f"{step}-{row.variant}-py{python.replace('.', '')}", default=False)(run)

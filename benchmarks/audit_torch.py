@@ -160,7 +160,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.wheel is None:
         sys.path.insert(0, str(ROOT / "tests"))
-        from real_wheels import BY_KEY, fetch
+        from helpers.real_wheels import BY_KEY, fetch
 
         args.wheel = fetch(BY_KEY["torch"])
     if not args.wheel.is_file():

@@ -81,7 +81,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     sys.path[:0] = [str(ROOT / "tests")]
-    from real_wheels import BY_KEY, CORPUS, fetch
+    from helpers.real_wheels import BY_KEY, CORPUS, fetch
 
     from release.binary.inflate import INFLATER
 

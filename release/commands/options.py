@@ -111,6 +111,23 @@ def row_command(
     return p
 
 
+TARGET_HELP = "a [target.NAME] of the policy (default with --rehearsal: rehearsal)"
+
+
+def target_from_args(args: argparse.Namespace, policy: Policy) -> str:
+    """The target ``publish`` and ``release`` publish to: ``--target NAME``, or ``--rehearsal`` (the
+    policy's ``rehearsal`` target); neither is bad input, as is ``--rehearsal`` with a target that is
+    not a rehearsal one. One rule for both commands (and ``verify`` needs ``--target`` too)."""
+    target: str | None = args.target or ("rehearsal" if args.rehearsal else None)
+    if target is None:
+        raise InputError(
+            "name the target: --target production (whole release) or --rehearsal (a local index)"
+        )
+    if args.rehearsal and args.target and not policy.target(args.target).rehearsal:
+        raise InputError(f"--rehearsal publishes only to a rehearsal target; {args.target!r} is not one")
+    return target
+
+
 def add_dist(p: argparse.ArgumentParser, what: str = "where built wheels are") -> None:
     p.add_argument("--dist", default="dist", help=f"{what} (default: %(default)s)")
 

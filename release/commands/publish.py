@@ -1,4 +1,4 @@
-"""``python -m release publish --target NAME``: upload the selected rows' audited, smoke-tested wheels
+"""``python -m release publish --target NAME | --rehearsal``: upload the selected rows' audited, smoke-tested wheels
 from dist/ to the target's per-variant indexes, every guard checked before the first upload
 (:mod:`release.publish.step`); ``--check-only`` runs the guards and uploads nothing."""
 
@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from release.commands.options import add_dist, row_command, rows_from_args
+from release.commands.options import TARGET_HELP, add_dist, row_command, rows_from_args, target_from_args
 
 __all__ = ["add_parser", "run"]
 
@@ -26,8 +26,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
         "non-rehearsal target takes only the whole release (a selection is exit 2). Files already on the index with the same "
         "sha256 are skipped, so an interrupted publish completes when run again.",
     )
+    p.add_argument("--target", help=TARGET_HELP)
     p.add_argument(
-        "--target", default="rehearsal", help="a [target.NAME] of the policy (default: %(default)s)"
+        "--rehearsal", action="store_true", help="publish to the policy's rehearsal target (a local index)"
     )
     add_dist(p)
     p.add_argument("--check-only", action="store_true", help="run every guard, upload nothing")
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     reports = publish_rows(
         policy,
         rows,
-        target_name=args.target,
+        target_name=target_from_args(args, policy),
         dist=Path(args.dist),
         mode="check" if args.check_only else "publish",
     )

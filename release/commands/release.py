@@ -8,7 +8,15 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from release.commands.options import add_backend, add_dist, add_probe_timeout, add_selection, rows_from_args
+from release.commands.options import (
+    TARGET_HELP,
+    add_backend,
+    add_dist,
+    add_probe_timeout,
+    add_selection,
+    rows_from_args,
+    target_from_args,
+)
 from release.core import log
 from release.core.errors import InputError
 
@@ -41,7 +49,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
         action="store_true",
         help="release what this machine can build to the local rehearsal index",
     )
-    p.add_argument("--target", help="a [target.NAME] (default with --rehearsal: rehearsal)")
+    p.add_argument("--target", help=TARGET_HELP)
     add_dist(p, "where wheels go")
     add_backend(p)
     p.add_argument(
@@ -95,11 +103,7 @@ def run(args: argparse.Namespace) -> int:
     from release.summary import left_out_lines, render_summary, summary_markdown
 
     policy, rows = rows_from_args(args)
-    target = args.target or ("rehearsal" if args.rehearsal else None)
-    if target is None:
-        raise InputError(
-            "name the target: --target production (whole release) or --rehearsal (a local index)"
-        )
+    target = target_from_args(args, policy)
     if args.publish_only:
         if args.no_publish or args.backend != "auto" or args.allow_dirty:
             raise InputError("--publish-only builds nothing: drop --no-publish, --backend and --allow-dirty")
@@ -115,8 +119,6 @@ def run(args: argparse.Namespace) -> int:
     if args.check_only or args.verify_only or args.skip_variant:
         raise InputError("--check-only, --verify-only and --skip-variant only apply with --publish-only")
     check_selection(policy, target, rows)
-    if args.rehearsal and args.target and not policy.target(args.target).rehearsal:
-        raise InputError(f"--rehearsal publishes only to a rehearsal target; {args.target!r} is not one")
     repo = Path(policy.path).resolve().parent
     dirty = (
         [] if args.allow_dirty else [p for p in git_dirty(repo) if not _own_output(repo, p, Path(args.dist))]

@@ -168,3 +168,25 @@ def test_a_py3_none_row_has_a_session_for_every_python_it_serves(tmp_path: Path)
     tagged = python_m("nox", "--list", "-t", "build", env=env, check=True, cwd=ROOT).stdout
     chosen = sorted(m[1] for m in re.finditer(r"^\* (\S+)", tagged, re.MULTILINE))
     assert chosen == ["build-cpu-py311", "build-cu130-py311"]
+
+
+def test_an_upload_session_publishes_to_the_rehearsal_target_unless_told_another(tmp_path: Path) -> None:
+    """``publish`` needs --target or --rehearsal (as ``release`` does); an upload session publishes one
+    row, which only a rehearsal target takes, so it names --rehearsal unless its arguments name a target."""
+    # rows.toml: it has a rehearsal and a production target
+    session = "upload-cpu-py312"
+    env = _env()
+    plain = python_m(
+        "nox", "-s", session, "--", "--dist", str(tmp_path / "dist"), env=env, timeout=120, cwd=ROOT
+    )
+    said = plain.stdout + plain.stderr
+    assert plain.returncode == 1, said  # nox says 1 for any failure; the command said 2
+    assert f" cpu-py312-{host_platform()} --rehearsal --dist" in said
+    assert f"no wheel for cpu-py312-{host_platform()}" in said
+    told = python_m(
+        "nox", "-s", session, "--", "--target", "production", "--dist", str(tmp_path / "dist"),
+        env=env, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    said = told.stdout + told.stderr
+    assert told.returncode == 1 and f" cpu-py312-{host_platform()} --target production --dist" in said
+    assert "the whole release (32 rows), not a selection of 1" in said, said

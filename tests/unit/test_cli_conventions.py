@@ -108,10 +108,37 @@ def test_a_row_without_its_wheel_is_bad_input_in_every_sibling_command(tmp_path:
     shutil.copy2(ROOT / "rows.toml", tmp_path / "rows.toml")
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     (tmp_path / "dist").mkdir()
-    proc = python_m("release", command, "cpu-py312-x86_64", "--dist", "dist", env=repo_env(), cwd=tmp_path)
+    target = ["--rehearsal"] if command == "publish" else []
+    proc = python_m(
+        "release", command, "cpu-py312-x86_64", *target, "--dist", "dist", env=repo_env(), cwd=tmp_path
+    )
     assert proc.returncode == 2, proc.stderr
     assert (
         "no wheel for cpu-py312-x86_64 in dist/cpu; run `python -m release build cpu-py312-x86_64`"
         in proc.stderr
     )
     assert not list((tmp_path / "dist").rglob("*.json"))  # nothing written: no record, no manifest
+
+
+@pytest.mark.parametrize("command", ["publish", "release"])
+def test_publish_and_release_name_their_target_the_same_way(tmp_path: Path, command: str) -> None:
+    """Issue 24 item 9: sibling commands agree on defaults. ``publish`` and ``release`` both need
+    ``--target NAME`` or ``--rehearsal`` (publish defaulted to the rehearsal target), and both refuse
+    ``--rehearsal`` with a target that is not a rehearsal one; ``--rehearsal`` alone is accepted by both
+    (it gets as far as the missing wheel, or the rows it would build)."""
+    shutil.copy2(ROOT / "rows.toml", tmp_path / "rows.toml")
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    extra = ["--publish-only"] if command == "release" else []
+    base = ["release", command, "cpu-py312-x86_64", *extra, "--dist", "dist"]
+    neither = python_m(*base, env=repo_env(), cwd=tmp_path)
+    assert neither.returncode == 2, neither.stderr
+    assert (
+        "name the target: --target production (whole release) or --rehearsal (a local index)"
+        in neither.stderr
+    )
+    both = python_m(*base, "--rehearsal", "--target", "production", env=repo_env(), cwd=tmp_path)
+    assert both.returncode == 2, both.stderr
+    assert "--rehearsal publishes only to a rehearsal target; 'production' is not one" in both.stderr
+    rehearsal = python_m(*base, "--rehearsal", env=repo_env(), cwd=tmp_path)
+    assert rehearsal.returncode == 2, rehearsal.stderr
+    assert "no wheel for cpu-py312-x86_64 in dist/cpu" in rehearsal.stderr
