@@ -460,9 +460,10 @@ def import_image(engine: str, inputs: Inputs, tarball: Path, env: Mapping[str, s
 
 
 @contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
+def _locked(folder: Path, name: str) -> Iterator[None]:
+    """One maker per CPU and train at a time (the x86_64 and arm64 stand-ins are made at once)."""
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / ".lock").open("w") as handle:
+    with (folder / f".lock-{name}").open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
 
@@ -486,7 +487,7 @@ def ensure_image(
     inputs = gather_inputs(train, policy, env, arch=arch)
     folder = default_cache_dir(env) / "builder-images"
     tarball = folder / f"{inputs.recipe.name.rsplit('/', 1)[-1]}-{inputs.tag_stem}.tar"
-    with _locked(folder):
+    with _locked(folder, f"{inputs.platform}-cuda{train}"):
         if image_present(engine, inputs.tag, env):
             return Image(inputs.tag, engine, "present", time.monotonic() - start, tarball)
         made = "imported"
@@ -500,7 +501,11 @@ def ensure_image(
             info(f"==> stand-in: making {inputs.tag} from {inputs.suite} ({inputs.mirror}) and PyPI")
             work = Path(tempfile.mkdtemp(prefix=".work-", dir=folder))
             try:
-                times = make_rootfs(inputs, work / "rootfs", folder / "debs", env)
+                debs = folder / (
+                    "debs" if inputs.dpkg_arch == "amd64" else f"debs-{inputs.dpkg_arch}"
+                )  # not shared:
+                # the two stand-ins are made at once, and both would write Architecture: all packages
+                times = make_rootfs(inputs, work / "rootfs", debs, env)
                 partial = work / "rootfs.tar"
                 proc.run(
                     ["tar", "--numeric-owner", "-C", work / "rootfs", "-cf", partial, "."],

@@ -6,11 +6,13 @@
 #      binfmt-support, libc6-arm64-cross and g++-aarch64-linux-gnu (aarch64 rows, emulated);
 #   2. binfmt_misc mounted on /proc/sys/fs/binfmt_misc and qemu-aarch64 registered there;
 #   3. wheelwright's .venv (scripts/bootstrap.sh);
-#   4. the stand-in builder image for CUDA 13.0 (scripts/make_builder_image.py), so the container
-#      tests build a wheel with cibuildwheel for real; podman runs with builder/containers.conf
-#      (CONTAINERS_CONF; the machine's own configuration is not touched). Cached by its recipe
+#   4. the stand-in builder images for CUDA 13.0 (scripts/make_builder_image.py), so the container
+#      tests build wheels with cibuildwheel for real; podman runs with builder/containers.conf
+#      (CONTAINERS_CONF; the machine's own configuration is not touched). Cached by their recipe
 #      hash: the tag holds the hash and the root filesystem's tarball is kept under the
-#      wheelwright cache (<cache>/builder-images/); about 4.5 minutes cold, seconds warm.
+#      wheelwright cache (<cache>/builder-images/); about 4.5 minutes cold, seconds warm. On an
+#      x86_64 machine the arm64 stand-in (aarch64 rows built in a container under emulation) is
+#      made at the same time, in the background, its output in a log file: about 10 minutes cold.
 # Steps 1, 2 and making the image (debootstrap, chroot) need root: it runs them as root or through
 # passwordless sudo. With neither, it changes nothing it cannot and exits 3 before any test runs,
 # printing the apt-get line (or the command) that a root shell must run first.
@@ -104,12 +106,34 @@ say "qemu-aarch64 registered: $(sed -n 's/^interpreter //p' "$BINFMT/qemu-aarch6
 # as in the tests.
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$PWD/builder/containers.conf}"
 image_started=$(date +%s)
-if ! "${SUDO[@]}" env "PATH=$PATH" "HOME=$HOME" "CONTAINERS_CONF=$CONTAINERS_CONF" \
-  ${WHEELWRIGHT_CACHE:+"WHEELWRIGHT_CACHE=$WHEELWRIGHT_CACHE"} \
-  .venv/bin/python scripts/make_builder_image.py --train 13.0; then
+make_image() {
+  "${SUDO[@]}" env "PATH=$PATH" "HOME=$HOME" "CONTAINERS_CONF=$CONTAINERS_CONF" \
+    ${WHEELWRIGHT_CACHE:+"WHEELWRIGHT_CACHE=$WHEELWRIGHT_CACHE"} \
+    .venv/bin/python scripts/make_builder_image.py --train 13.0 "$@"
+}
+arm64_pid=""
+if [[ $(uname -m) == x86_64 ]]; then
+  arm64_log=$(mktemp "${TMPDIR:-/tmp}/wheelwright-arm64-standin.XXXXXX.log")
+  make_image --arch aarch64 >"$arm64_log" 2>&1 &
+  arm64_pid=$!
+  say "making the arm64 stand-in at the same time, under emulation (log: $arm64_log)"
+fi
+if ! make_image; then
+  [[ -z $arm64_pid ]] || kill "$arm64_pid" 2>/dev/null || true
   [[ $as_root == yes ]] || refuse "the stand-in builder image could not be made without root (above). As root, from $PWD:" \
     "env PATH=$(printf %q "$PATH") HOME=$(printf %q "$HOME") .venv/bin/python scripts/make_builder_image.py --train 13.0"
   exit 4
 fi
 say "the stand-in builder image is ready after $(($(date +%s) - image_started)) s"
+if [[ -n $arm64_pid ]]; then
+  if ! wait "$arm64_pid"; then
+    tail -n 40 "$arm64_log" >&2
+    [[ $as_root == yes ]] || refuse "the arm64 stand-in could not be made without root (above). As root, from $PWD:" \
+      "env PATH=$(printf %q "$PATH") HOME=$(printf %q "$HOME") .venv/bin/python scripts/make_builder_image.py --train 13.0 --arch aarch64"
+    echo "error: the arm64 stand-in builder image could not be made (its log: $arm64_log)" >&2
+    exit 4
+  fi
+  say "the arm64 stand-in builder image is ready after $(($(date +%s) - image_started)) s ($(tail -n 1 "$arm64_log"))"
+  rm -f "$arm64_log"
+fi
 say "set up in $(($(date +%s) - started)) s"
