@@ -5,6 +5,7 @@ test imports ``from helpers.<module> import name``.
 - ``audit``: builders of synthetic audit inputs (libraries, fatbinaries, wheels as the readers'
   dataclasses; no file is read).
 - ``chromium``: a real headless Chromium for the HTML reports, and the DOM it rendered as a tree.
+- ``container``: the container tests' engine (configured as the stand-in images need) and their skip.
 - ``elf``: real shared libraries linked on the spot by gcc, and wheels zipped around them.
 - ``index``: publishing helpers: real wheels rewrapped from the audit's fixture wheels, their
   records, the fixture policy, a local index's variants, a venv to install into, a fault proxy

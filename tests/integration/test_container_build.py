@@ -16,7 +16,6 @@ container, installs the build requirements from PyPI with --network=host, compil
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,33 +23,21 @@ from typing import Any
 
 import make_builder_image as mbi
 import pytest
+from helpers.container import CACHE, ENV, POLICY, PROBE, PROJECT, skip_without_engine
 from helpers.elf import facts
 from helpers.policy import link_examples
 from helpers.rows import rows_by_id
 
 from builder.recipe import standin_policy_text
 from release.core.errors import StepFailed
-from release.core.machine import default_cache_dir
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
-from release.wheelbuild.engine import detect_engine
 from release.wheelbuild.environment import cibuildwheel_config
 from release.wheelbuild.run import build_row, plan_row
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
 
-ROOT = Path(__file__).resolve().parents[2]
-POLICY = ROOT / "rows.toml"
-PROJECT = ROOT / "examples" / "tinyaxpy"
-CACHE = default_cache_dir(os.environ)
-ENV = {k: v for k, v in mbi.engine_env(os.environ).items() if k not in ("CUDA_HOME", "WHEELWRIGHT_KEEP_TMP")}
-PROBE = detect_engine(ENV)
-if PROBE.engine is None:
-    pytest.skip(
-        f"the container backend cannot run: no container engine works here ({PROBE.explain()}); "
-        "the host-build tests still run (tests/integration/test_build.py)",
-        allow_module_level=True,
-    )
+skip_without_engine("the host-build tests still run (tests/integration/test_build.py)")
 ROWS = rows_by_id(POLICY)
 SASS = {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"}
 
@@ -144,6 +131,7 @@ def test_cibuildwheel_builds_cu130_in_the_standin_and_it_matches_the_host_build(
         text=True,
         check=False,
         env=ENV,
+        timeout=900,
     )
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert "device code covers every claimed GPU architecture" in audit.stdout

@@ -15,24 +15,23 @@ the commands that enable it. Cost with the image present: measured in docs/build
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import make_builder_image as mbi
 import pytest
+from helpers.container import CACHE, ENV, POLICY, PROJECT, skip_without_engine
 from helpers.elf import facts
 from helpers.policy import link_examples
 from helpers.rows import rows_by_id
 
 from builder.recipe import standin_policy_text
 from release.binary.elf import read_elf
-from release.core.machine import default_cache_dir, host_platform
+from release.core.machine import host_platform
 from release.emulate import binfmt
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
-from release.wheelbuild.engine import detect_engine
 from release.wheelbuild.environment import cibuildwheel_config
 from release.wheelbuild.run import build_row
 
@@ -45,18 +44,7 @@ pytestmark = [
     ),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
-POLICY = ROOT / "rows.toml"
-PROJECT = ROOT / "examples" / "tinyaxpy"
-CACHE = default_cache_dir(os.environ)
-ENV = {k: v for k, v in mbi.engine_env(os.environ).items() if k not in ("CUDA_HOME", "WHEELWRIGHT_KEEP_TMP")}
-PROBE = detect_engine(ENV)
-if PROBE.engine is None:
-    pytest.skip(
-        f"the container backend cannot run: no container engine works here ({PROBE.explain()}); "
-        "the aarch64 cross build still runs (tests/integration/test_build_aarch64.py)",
-        allow_module_level=True,
-    )
+skip_without_engine("the aarch64 cross build still runs (tests/integration/test_build_aarch64.py)")
 ROWS = rows_by_id(POLICY)
 ROW_ID = "cu130-py311-aarch64"  # Debian bookworm's arm64 Python is 3.11: the stand-in's one Python
 KERNELS = "tinyaxpy/lib/libtinyaxpy_kernels.so"
@@ -92,6 +80,7 @@ def test_the_image_is_arm64_with_the_builder_layout(image: mbi.Image) -> None:
         text=True,
         env=ENV,
         check=True,
+        timeout=600,
     ).stdout.splitlines()
     assert out[0] == "aarch64"
     assert out[1].startswith("3.11.")
@@ -129,6 +118,7 @@ def test_cibuildwheel_builds_the_aarch64_row_under_emulation_as_the_cross_build_
         text=True,
         check=False,
         env=ENV,
+        timeout=900,
     )
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert "device code covers every claimed GPU architecture" in audit.stdout
