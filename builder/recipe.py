@@ -202,6 +202,20 @@ class Inputs:
         return next(iter(Requirement(nvcc[0]).specifier)).version
 
 
+def other_recipes(inputs: Inputs, tarball_stems: Sequence[str]) -> tuple[str, ...]:
+    """The tags of this train's stand-ins of other recipes for the same CPU, among the cached
+    tarballs' stems (``wheelwright-standin-builder-cuda13.0-<key>``), which a new recipe replaces;
+    another CPU's stand-in of the train is not another recipe and stays (pure)."""
+    base = inputs.recipe.name.rsplit("/", 1)[-1]
+    stem = re.escape(inputs.tag_stem[: -len(inputs.key[:12])])
+    mine = f"{base}-{inputs.tag_stem}"
+    return tuple(
+        f"{inputs.recipe.name}:{old[len(base) + 1 :]}"
+        for old in sorted(tarball_stems)
+        if old != mine and re.fullmatch(rf"{re.escape(base)}-{stem}[0-9a-f]{{12}}", old)
+    )
+
+
 def pick_mirror(sources: Sequence[AptSourceLike], suite: str) -> AptSourceLike:
     """The first apt source serving ``suite`` with ``main``, in apt's reading order."""
     for source in sources:

@@ -40,7 +40,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -62,6 +61,7 @@ from builder.recipe import (  # noqa: E402
     host_suite,
     ldd_paths,
     nvcc_problem,
+    other_recipes,
     owning_packages,
     parse_recipe,
     pick_mirror,
@@ -537,17 +537,16 @@ def ensure_image(
 
 
 def prune(engine: str, inputs: Inputs, keep: Path, env: Mapping[str, str]) -> None:
-    """Remove this train's stand-ins of other recipes for the same CPU: their tarballs here, their tags
-    in the engine (another CPU's stand-in of the train is not another recipe: it stays)."""
+    """Remove this train's stand-ins of other recipes for the same CPU (:func:`other_recipes`): their
+    tarballs here, their tags in the engine."""
     base = inputs.recipe.name.rsplit("/", 1)[-1]
-    stem = re.escape(inputs.tag_stem[: -len(inputs.key[:12])])
-    for old in keep.parent.glob(f"{base}-cuda{inputs.train}-*.tar"):
-        if old != keep and re.fullmatch(rf"{re.escape(base)}-{stem}[0-9a-f]{{12}}", old.stem):
-            old.unlink(missing_ok=True)
-            old.with_suffix(".json").unlink(missing_ok=True)
-            tag = f"{inputs.recipe.name}:{old.stem[len(base) + 1 :]}"
-            if proc.run([engine, "rmi", tag], env=env, check=False).returncode == 0:
-                info(f"==> stand-in: removed {tag} and its tarball (another recipe)")
+    stems = [p.stem for p in keep.parent.glob(f"{base}-cuda{inputs.train}-*.tar")]
+    for tag in other_recipes(inputs, stems):
+        old = keep.parent / f"{base}-{tag.split(':', 1)[1]}.tar"
+        old.unlink(missing_ok=True)
+        old.with_suffix(".json").unlink(missing_ok=True)
+        if proc.run([engine, "rmi", tag], env=env, check=False).returncode == 0:
+            info(f"==> stand-in: removed {tag} and its tarball (another recipe)")
 
 
 def write_standin_policy(policy: Path, train: str, tag: str, platform: str | None = None) -> Path:

@@ -135,6 +135,26 @@ def test_another_cpus_image_is_keyed_and_named_by_its_cpu() -> None:
     assert base.tag_stem == f"cuda13.0-{base.key[:12]}"
 
 
+def test_a_new_recipe_replaces_only_its_own_cpus_older_stand_ins() -> None:
+    """A new recipe removes the train's older stand-ins of its own CPU, never the other CPU's (the
+    x86_64 and arm64 stand-ins of a train live side by side), nor another train's."""
+    x86, arm = _inputs(), _inputs(platform="aarch64", dpkg_arch="arm64")
+    base = "wheelwright-standin-builder"
+    cached = [
+        f"{base}-{x86.tag_stem}",  # x86_64, this recipe
+        f"{base}-cuda13.0-0123456789ab",  # x86_64, an older recipe: goes
+        f"{base}-{arm.tag_stem}",  # arm64, this recipe
+        f"{base}-cuda13.0-aarch64-ba9876543210",  # arm64, an older recipe
+        f"{base}-cuda13.2-0123456789ab",  # another train
+    ]
+    assert recipes.other_recipes(x86, cached) == (
+        "localhost/wheelwright-standin-builder:cuda13.0-0123456789ab",
+    )
+    assert recipes.other_recipes(arm, cached) == (
+        "localhost/wheelwright-standin-builder:cuda13.0-aarch64-ba9876543210",
+    )
+
+
 def test_another_cpus_image_takes_the_pythons_debian_ships_for_it() -> None:
     """An x86_64 machine has no aarch64 CPython to copy: the arm64 image takes Debian's own, for the
     suite it is made from (release/emulate/sysroots.toml says which suite has which); the others are
