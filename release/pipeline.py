@@ -405,6 +405,7 @@ def check_installs(
     stand_in = indexes.get("cpu")
     project = policy.project.name
     blocks: dict[str, list[str]] = {}
+    checked: dict[tuple[str, str], list[str]] = {}  # (variant, arch): its header line, then each result
     checks: list[tuple[RowReport, InstallCase, str]] = []  # row, case as checked, how the line names it
     for variant, index in sorted(indexes.items()):
         cases = install_cases(index, default, cuda=variant != "cpu")
@@ -421,18 +422,22 @@ def check_installs(
         for arch in sorted({r.row.platform for r in rows}, key=lambda a: (a != host_platform(), a)):
             rep = max((r for r in rows if r.row.platform == arch), key=lambda r: version_key(_newest(r.row)))
             where = "" if arch == host_platform() else f" for an {arch} machine ({rep.row.platform_tag})"
-            block.append(
+            checked[(variant, arch)] = [
                 f"  checked with Python {_newest(rep.row)}{where} against the published indexes"
                 + (f", {stand_in} standing in for {default}:" if stand_in != default else ":")
-            )
+            ]
             for case in cases:
                 first = f"--index-url {variant if case.index_url == index else 'the default index'}"
                 label = f"{case.tool}, {first}" + (f", {arch}" if where else "")
                 checks.append((rep, case.replaced({default: stand_in}), label))
     results = _run_checks(checks, project, env=env, cache_dir=cache_dir, jobs=jobs)
     for (rep, _, _), result in zip(checks, results, strict=True):
-        blocks[rep.row.variant].append(f"    {result}")
-    return [line for block in blocks.values() for line in block]
+        checked[(rep.row.variant, rep.row.platform)].append(f"    {result}")
+    return [
+        line
+        for variant, block in blocks.items()
+        for line in [*block, *(x for (v, _), lines in checked.items() if v == variant for x in lines)]
+    ]
 
 
 def _newest(row: Row) -> str:

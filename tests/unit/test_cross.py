@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,9 @@ def test_the_cross_nvcc_profile_uses_the_real_tools_and_the_targets_folders() ->
     assert '"-I/c/cuda/targets/aarch64-linux/include"' in text
     assert '"-L/c/cuda/targets/aarch64-linux/lib"' in text
     assert "x86_64" not in text
+    # the cross home's bin (its gcc/g++ name the cross compilers) before the toolkit's own:
+    # nvcc 12.4 reads no NVCC_CCBIN, and Debian's toolkit carries gcc/g++ wrappers of its own
+    assert "PATH            += $(CICC_PATH):/c/cuda/bin:/usr/local/cuda-13.0/bin:" in text
 
 
 def test_a_foreign_row_needs_a_cross_build_and_the_trains_runtime_pin() -> None:
@@ -80,8 +84,13 @@ def test_a_foreign_row_needs_a_cross_build_and_the_trains_runtime_pin() -> None:
     assert needs_cross(row, "x86_64") and not needs_cross(row, "aarch64")
     assert not needs_cross(ROWS["cu130-py312-x86_64"], "x86_64")
     assert runtime_pin(row) == "nvidia-cuda-runtime==13.0.96"
-    with pytest.raises(ToolError, match="pins no nvidia-cuda-runtime"):
-        runtime_pin(ROWS["cu126-py312-aarch64"])
+    # a CUDA 12 train pins no PyPI toolchain: the runtime package the wheel declares, at the train
+    assert runtime_pin(ROWS["cu126-py312-aarch64"]) == "nvidia-cuda-runtime-cu12==12.6.*"
+    bare = dataclasses.replace(row, pypi_toolchain=(), cuda_packages=())
+    with pytest.raises(
+        ToolError, match="pins no nvidia-cuda-runtime in pypi_toolchain and declares no runtime"
+    ):
+        runtime_pin(bare)
 
 
 @pytest.mark.parametrize(

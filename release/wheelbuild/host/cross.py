@@ -12,8 +12,9 @@ the same contract as a native build; only the compilers and what describes the t
 - for a CUDA row, a cross CUDA_HOME: the row's x86_64 toolkit (nvcc, cicc, ptxas: device code
   does not depend on the host CPU) with its own ``nvcc.profile``, the toolkit's headers under
   ``targets/<arch>-linux/include`` (where nvcc looks when its host compiler is a cross
-  compiler), and the target's CUDA runtime from the train's pinned ``nvidia-cuda-runtime``
-  wheel for that arch under ``lib``/``lib64``/``targets/<arch>-linux/lib``.
+  compiler), and the target's CUDA runtime (the train's pinned ``nvidia-cuda-runtime``, or the
+  runtime package the wheel declares, see :func:`runtime_pin`) for that arch under
+  ``lib``/``lib64``/``targets/<arch>-linux/lib``.
 
 No emulation is needed to build: the compilers run natively. Projects whose build runs target
 code (a PyTorch extension imports torch) need the target's Python: those rows build in the
@@ -44,11 +45,14 @@ from release.core.log import say
 from release.core.machine import CROSS_PACKAGES, TRIPLETS, PythonInfo, host_platform
 from release.core.pip import NO_PIP_CONFIG, platform_tags
 from release.policy.matrix import Row
+from release.wheelbuild.repair.contract import requirement_text
 from release.wheelbuild.toolchain import Toolchain
 
 DOWNLOAD_TIMEOUT_S = 600.0
 RUNTIME_MEMBER_CAP = 256 * 1024 * 1024  # libcudart is under 1 MiB; zipfile stops reading at the declared size
 PROBE_TIMEOUT_S = 60.0
+# The host compiler names nvcc looks up on its PATH, and whether each is the C++ driver.
+HOST_COMPILERS = {"gcc": False, "cc": False, "g++": True, "c++": True}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +133,8 @@ def nvcc_profile(real_home: Path, cross_home: Path, arch: str) -> str:
         "CICC_PATH        = $(TOP)/nvvm/bin\n"
         "NVVMIR_LIBRARY_DIR = $(TOP)/nvvm/libdevice\n\n"
         "LD_LIBRARY_PATH += $(TOP)/lib:\n"
-        f"PATH            += $(CICC_PATH):{real_home}/bin:\n\n"
+        # the cross home's bin first: its gcc/g++ are the cross compilers (see HOST_COMPILERS)
+        f"PATH            += $(CICC_PATH):{cross_home}/bin:{real_home}/bin:\n\n"
         f'INCLUDES        +=  "-I{target}/include" $(_SPACE_)\n'
         f'SYSTEM_INCLUDES +=  "-isystem" "{target}/include/cccl" $(_SPACE_)\n\n'
         f'LIBRARIES        =+ $(_SPACE_) "-L{target}/lib/stubs" "-L{target}/lib"\n\n'
@@ -138,15 +143,23 @@ def nvcc_profile(real_home: Path, cross_home: Path, arch: str) -> str:
 
 
 def runtime_pin(row: Row) -> str:
-    """The train's pinned CUDA runtime package (``nvidia-cuda-runtime==13.0.96``)."""
+    """The target's CUDA runtime a cross build links against: the train's pinned runtime in
+    ``pypi_toolchain`` (``nvidia-cuda-runtime==13.0.96``), else the runtime package the wheel
+    declares, at the train (``nvidia-cuda-runtime-cu12==12.4.*``: what pip installs beside it;
+    a CUDA 12 train has no PyPI toolchain to pin)."""
     for pin in row.pypi_toolchain:
         name = pin.split("==")[0].strip().lower().replace("_", "-")
         if name.startswith("nvidia-cuda-runtime") and "==" in pin:
             return pin
+    for package in row.cuda_packages:
+        declared = requirement_text(package, row.train)
+        if "==" in declared:
+            return declared
     raise ToolError(
         f"row {row.id}: cross-compiling for {row.platform} needs the {row.platform} CUDA runtime, and the "
-        f'train {row.train} pins no nvidia-cuda-runtime in pypi_toolchain (rows.toml [train."{row.train}"]); '
-        "add the pin, or build this row on a native machine or in its container image"
+        f"train {row.train} pins no nvidia-cuda-runtime in pypi_toolchain and declares no runtime package in "
+        f'cuda_packages (rows.toml [train."{row.train}"]); add one, or build this row on a native machine or in '
+        "its container image"
     )
 
 
@@ -267,8 +280,15 @@ def extract_libraries(wheel: Path, lib: Path) -> None:
                 (lib / parts[-1]).chmod(0o755)
 
 
-def cross_cuda_home(row: Row, toolchain: Toolchain, cache_dir: Path, env: Mapping[str, str]) -> Path:
-    """The cross CUDA_HOME of a CUDA row (made once per toolchain and runtime pin)."""
+def cross_cuda_home(
+    row: Row, toolchain: Toolchain, compilers: tuple[Path, Path], cache_dir: Path, env: Mapping[str, str]
+) -> Path:
+    """The cross CUDA_HOME of a CUDA row (made once per toolchain, runtime pin and compilers).
+
+    Its ``bin`` holds ``gcc``/``g++`` (and ``cc``/``c++``) naming the cross compilers, first on
+    nvcc's PATH through its profile: ``NVCC_CCBIN`` is read only by newer nvcc (CUDA 12.4's
+    ignores it and compiled the host side for x86_64), and a toolkit may carry host compiler
+    wrappers of its own (Debian's does), which must not be the ones found."""
     arch = row.platform
     pin = runtime_pin(row)
     real = toolchain.cuda_home.resolve()
@@ -276,7 +296,10 @@ def cross_cuda_home(row: Row, toolchain: Toolchain, cache_dir: Path, env: Mappin
     nvcc = real / "bin" / "nvcc"
     if not nvcc.is_file():
         raise ToolError(f"no nvcc under {real}/bin to cross-compile with")
-    key = hashlib.sha256(f"{real}\0{toolchain.full_version}\0{pin}\0{arch}".encode()).hexdigest()[:16]
+    cc, cxx = compilers
+    key = hashlib.sha256(
+        f"{real}\0{toolchain.full_version}\0{pin}\0{arch}\0{cc}\0{cxx}".encode()
+    ).hexdigest()[:16]
     final = cache_dir / "cross" / arch / f"cuda-{toolchain.full_version}-{key}"
 
     def fill(tmp: Path) -> None:
@@ -297,8 +320,10 @@ def cross_cuda_home(row: Row, toolchain: Toolchain, cache_dir: Path, env: Mappin
             (tmp / "nvvm").symlink_to(real / "nvvm")
         (tmp / "bin").mkdir()
         for entry in sorted((real / "bin").iterdir()):
-            if entry.name not in ("nvcc", "nvcc.profile"):
+            if entry.name not in ("nvcc", "nvcc.profile", *HOST_COMPILERS):
                 (tmp / "bin" / entry.name).symlink_to(entry)
+        for name, use_cxx in HOST_COMPILERS.items():
+            (tmp / "bin" / name).symlink_to(cxx if use_cxx else cc)
         shutil.copy2(nvcc, tmp / "bin" / "nvcc")  # a copy: nvcc reads nvcc.profile beside itself
         (tmp / "bin" / "nvcc.profile").write_text(nvcc_profile(real, final, arch), encoding="utf-8")
         (tmp / "download" / wheel.name).unlink()
@@ -324,7 +349,7 @@ def prepare_cross(
     cross_tc = toolchain
     home: Path | None = None
     if toolchain is not None:
-        home = cross_cuda_home(row, toolchain, cache_dir, env)
+        home = cross_cuda_home(row, toolchain, (cc, cxx), cache_dir, env)
         cross_tc = dataclasses.replace(
             toolchain, cuda_home=home, nvcc=home / "bin" / "nvcc", lib_dir=home / "lib"
         )
