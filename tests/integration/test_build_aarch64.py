@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers.rows import rows_by_id
+from helpers.text import edited
 
 from release.binary.cuobjdump import ensure_cuobjdump, list_device_code
 from release.binary.elf import read_elf
@@ -106,3 +107,48 @@ def test_a_foreign_row_without_cross_compilers_says_what_to_install(dist: Path, 
             env=env,
         )
     assert not list((dist / "cpu").glob("*cp312*aarch64*.whl"))
+
+
+# lazysaxpy's policy for aarch64 too: its trains with the seed's aarch64 image and arch list
+LAZY_AARCH64 = (
+    ('platforms = ["x86_64"]', 'platforms = ["x86_64", "aarch64"]'),
+    (
+        'builder_image = { x86_64 = "pytorch/manylinux2_28-builder:cuda13.0" }',
+        'builder_image = { x86_64 = "pytorch/manylinux2_28-builder:cuda13.0", '
+        'aarch64 = "pytorch/manylinuxaarch64-builder:cuda13.0" }\ngpu_archs.aarch64 = ["9.0", "10.0", "11.0+PTX"]',
+    ),
+    (
+        'builder_image = { x86_64 = "pytorch/manylinux2_28-builder:cuda13.2" }',
+        'builder_image = { x86_64 = "pytorch/manylinux2_28-builder:cuda13.2", '
+        'aarch64 = "pytorch/manylinuxaarch64-builder:cuda13.2" }\ngpu_archs.aarch64 = ["9.0", "10.0", "11.0+PTX"]',
+    ),
+)
+
+
+def test_a_cmake_project_cross_built_for_aarch64_finds_its_cuda_compiler_and_carries_device_code(
+    dist: Path, tmp_path: Path
+) -> None:
+    """scikit-build-core + CMake (examples/lazysaxpy): CMake's CUDA compiler check links the static
+    runtime; without ``libcudart_static.a`` for aarch64 in the cross CUDA_HOME the check failed and
+    lazysaxpy quietly built its CPU fallback into a +cu130 wheel (the audit failed it: no device
+    code). With it, the row's exact device code, in an aarch64 library."""
+    project = tmp_path / "lazysaxpy"
+    shutil.copytree(
+        ROOT / "examples" / "lazysaxpy", project, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info")
+    )
+    policy = project / "rows.toml"
+    text = policy.read_text(encoding="utf-8")
+    for edit in LAZY_AARCH64:
+        text = edited(text, edit)
+    policy.write_text(text, encoding="utf-8")
+    row = rows_by_id(policy)["cu130-py312-aarch64"]
+    (built,) = build_row(row, policy_path=policy, dist_dir=dist, cache_dir=CACHE, backend="host", env=_env())
+    assert built.wheel.name == "lazysaxpy-0.1.0+cu130-py3-none-manylinux_2_28_aarch64.whl"
+    libs = _libraries(built.wheel, tmp_path / "unpacked")
+    kernels = libs["lazysaxpy/liblazysaxpy_kernels.so"]
+    assert read_elf(kernels).machine == EM_AARCH64
+    assert "libcudart.so.13" in read_elf(kernels).needed
+    listed = list_device_code(kernels, cuobjdump=ensure_cuobjdump(CACHE))
+    assert sorted(listed) == sorted(
+        [("sass", "sm_90"), ("sass", "sm_100"), ("sass", "sm_110"), ("ptx", "compute_110")]
+    )

@@ -119,6 +119,7 @@ def _runtime_wheel(path: Path, size: int) -> Path:
 
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("nvidia/cu13/lib/libcudart.so.13", b"\x7fELF" + b"\0" * (size - 4))
+        zf.writestr("nvidia/cu13/lib/libcudart_static.a", b"!<arch>\n")
         zf.writestr("nvidia/cu13/include/cuda_runtime.h", b"/* header */")
     return path
 
@@ -132,7 +133,12 @@ def test_the_runtime_libraries_are_extracted_and_a_member_over_the_cap_is_refuse
     ok = tmp_path / "ok"
     ok.mkdir()
     cross.extract_libraries(_runtime_wheel(tmp_path / "small.whl", 1000), ok)
-    assert [p.name for p in ok.iterdir()] == ["libcudart.so.13"]  # headers are not libraries
+    # the shared runtime and the static archive CMake's CUDA check links; headers are not libraries
+    assert sorted(p.name for p in ok.iterdir()) == ["libcudart.so.13", "libcudart_static.a"]
+    assert cross.static_runtime_note("nvidia-cuda-runtime==13.0.96", "aarch64", ok) is None
+    (ok / "libcudart_static.a").unlink()  # the CUDA 12 runtime wheels ship none: said, with what it means
+    note = cross.static_runtime_note("nvidia-cuda-runtime-cu12==12.4.*", "aarch64", ok)
+    assert note is not None and "ships no libcudart_static.a" in note and "CMake" in note
     big = tmp_path / "big"
     big.mkdir()
     with pytest.raises(ToolError, match=r"libcudart\.so\.13 says 1001 bytes"):

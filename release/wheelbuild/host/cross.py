@@ -51,6 +51,9 @@ from release.wheelbuild.toolchain import Toolchain
 DOWNLOAD_TIMEOUT_S = 600.0
 RUNTIME_MEMBER_CAP = 256 * 1024 * 1024  # libcudart is under 1 MiB; zipfile stops reading at the declared size
 PROBE_TIMEOUT_S = 60.0
+# What a cross CUDA_HOME holds, versioned: a new layout makes new homes instead of reusing old ones
+# (2: the runtime's static archives too; gcc/g++ naming the cross compilers).
+CROSS_HOME_LAYOUT = 2
 # The host compiler names nvcc looks up on its PATH, and whether each is the C++ driver.
 HOST_COMPILERS = {"gcc": False, "cc": False, "g++": True, "c++": True}
 
@@ -264,13 +267,21 @@ def _download_runtime(pin: str, row: Row, dest: Path, env: Mapping[str, str]) ->
     return wheels[0]
 
 
+def is_runtime_library(name: str) -> bool:
+    """A file of a CUDA runtime wheel's ``lib/`` a cross build links: the shared runtime, and the
+    static archives (``libcudart_static.a``: CMake's CUDA compiler check links it by default, and a
+    CMake project whose check fails quietly builds no device code; ``libcudadevrt.a``: relocatable
+    device code links it)."""
+    return ".so" in name or name.endswith(".a")
+
+
 def extract_libraries(wheel: Path, lib: Path) -> None:
-    """The shared libraries under a ``lib/`` folder of a CUDA runtime wheel, streamed into ``lib``;
-    a member that declares more than :data:`RUNTIME_MEMBER_CAP` bytes is refused."""
+    """The libraries under a ``lib/`` folder of a CUDA runtime wheel (:func:`is_runtime_library`),
+    streamed into ``lib``; a member that declares more than :data:`RUNTIME_MEMBER_CAP` bytes is refused."""
     with zipfile.ZipFile(wheel) as zf:
         for info in zf.infolist():
             parts = Path(info.filename).parts
-            if len(parts) >= 2 and parts[-2] == "lib" and ".so" in parts[-1] and not info.is_dir():
+            if len(parts) >= 2 and parts[-2] == "lib" and is_runtime_library(parts[-1]) and not info.is_dir():
                 if info.file_size > RUNTIME_MEMBER_CAP:
                     raise ToolError(
                         f"{wheel.name}: {info.filename} says {info.file_size} bytes; a CUDA runtime library is far smaller"
@@ -298,7 +309,7 @@ def cross_cuda_home(
         raise ToolError(f"no nvcc under {real}/bin to cross-compile with")
     cc, cxx = compilers
     key = hashlib.sha256(
-        f"{real}\0{toolchain.full_version}\0{pin}\0{arch}\0{cc}\0{cxx}".encode()
+        f"{CROSS_HOME_LAYOUT}\0{real}\0{toolchain.full_version}\0{pin}\0{arch}\0{cc}\0{cxx}".encode()
     ).hexdigest()[:16]
     final = cache_dir / "cross" / arch / f"cuda-{toolchain.full_version}-{key}"
 
@@ -336,7 +347,23 @@ def cross_cuda_home(
         fill=fill,
         holder=f"the {arch} CUDA_HOME for CUDA {toolchain.full_version}",
     )
+    missing = static_runtime_note(pin, arch, final / "targets" / f"{arch}-linux" / "lib")
+    if missing:
+        say(row.id, missing)
     return final
+
+
+def static_runtime_note(pin: str, arch: str, lib: Path) -> str | None:
+    """What a build should know when the target's runtime wheel has no static runtime (the CUDA
+    12 ``nvidia-cuda-runtime-cu12`` wheels ship none), or None."""
+    if (lib / "libcudart_static.a").is_file():
+        return None
+    return (
+        f"note: {pin} for {arch} ships no libcudart_static.a: CMake's CUDA compiler check links it, so a "
+        "CMake project finds no CUDA compiler in this cross build (one that falls back to CPU code then "
+        "builds a wheel without device code, which the audit fails); nvcc-driven builds (setuptools) are "
+        "unaffected. Build such a row in its container image or on an aarch64 machine"
+    )
 
 
 def prepare_cross(
