@@ -138,10 +138,11 @@ def build_plan(
     notes: Sequence[str] = (),
     contract: Sequence[str] = (),
     constraints: Sequence[str] = (),
+    config_settings: Mapping[str, str] | None = None,
 ) -> BuildPlan:
     """The plan of one row's build. ``work_dir`` is the temporary folder it builds in;
     a host build compiles in ``src_dir`` with the isolated environment's ``build_python``
-    running ``frontend``."""
+    running ``frontend``, given ``config_settings`` (``-C KEY=VALUE``)."""
     dest = dist_dir / row.variant
     finish = (
         f"check the wheel's name: version local label {row.local_version or '(none)'}, "
@@ -188,7 +189,8 @@ def build_plan(
     built, repaired = work_dir / "built", work_dir / "repaired"
     # build's ProjectBuilder in the isolated environment: it asks the backend for its own
     # requirements (get_requires_for_build_wheel), checks them, then builds the wheel.
-    wheel_cmd = (str(build_python), str(frontend), "--outdir", str(built), str(src_dir))
+    settings = tuple(f"-C{k}={v}" for k, v in sorted((config_settings or {}).items()))
+    wheel_cmd = (str(build_python), str(frontend), "--outdir", str(built), *settings, str(src_dir))
     repair = tuple(
         str(repaired) if a == "{dest_dir}" else str(built / "{wheel}") if a == "{wheel}" else a
         for a in repair_argv(row, auditwheel=auditwheel)

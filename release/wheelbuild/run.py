@@ -53,7 +53,14 @@ from release.policy.matrix import Row
 from release.policy.model import Policy
 from release.wheelbuild.engine import BackendChoice, decide_backend
 from release.wheelbuild.host.backend import HostJob, build_host, one_wheel
-from release.wheelbuild.host.cross import cross_note, cross_problem, needs_cross, prepare_cross, runtime_pin
+from release.wheelbuild.host.cross import (
+    config_settings,
+    cross_note,
+    cross_problem,
+    needs_cross,
+    prepare_cross,
+    runtime_pin,
+)
 from release.wheelbuild.host.isolated import (
     BuildSystem,
     Constraints,
@@ -110,6 +117,7 @@ class _Setup(RowJob):
     prepare: tuple[str, ...] = ()
     # wheelwright's build constraints, then the policy's, then the caller's: both backends build under them
     constraints: Constraints | None = None
+    config_settings: tuple[tuple[str, str], ...] = ()  # the backend's -C KEY=VALUE (a cross build's)
 
 
 class BuildOptions(TypedDict):
@@ -252,6 +260,7 @@ def _plan(s: _Setup, work: Path) -> BuildPlan:
         notes=s.notes,
         contract=s.contract.describe(),
         constraints=tuple(c.text for c in s.constraints.lines) if s.constraints else (),
+        config_settings=dict(s.config_settings),
     )
 
 
@@ -285,7 +294,8 @@ def build_row(row: Row, *, dry_run: bool = False, **options: Unpack[BuildOptions
     cross = None
     if needs_cross(row):
         cross, toolchain = prepare_cross(row, s.python, s.toolchain, s.cache_dir, s.base)
-        s = dataclasses.replace(s, toolchain=toolchain)
+        settings = tuple(config_settings(s.system.backend_name, cross).items())
+        s = dataclasses.replace(s, toolchain=toolchain, config_settings=settings)
         say(row.id, cross.describe())
     assert s.python is not None and s.env is not None and s.system is not None
     job = HostJob(

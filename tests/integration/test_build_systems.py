@@ -26,7 +26,7 @@ from helpers.rows import rows_by_id
 from release.binary.elf import read_elf
 from release.binary.fatbin import all_entries, has_device_code
 from release.core.errors import InputError
-from release.core.machine import default_cache_dir
+from release.core.machine import default_cache_dir, host_platform
 from release.policy.archs import parse_arch_list
 from release.policy.matrix import Row
 from release.wheelbuild.host.isolated import read_marker
@@ -278,6 +278,45 @@ def test_meson_python_builds_in_its_own_environment(tmp_path: Path) -> None:
     assert wheel.name == "mesonprobe-0.3.0-cp312-cp312-manylinux_2_28_x86_64.whl"
     names, _meta = wheel_facts(wheel, tmp_path / "x")
     assert any(n.startswith("mesonprobe/_core.cpython-312-") for n in names)
+
+
+# --------------------------------------------------------------------------- cross-built for aarch64
+
+EM_AARCH64 = 183
+
+
+@pytest.mark.skipif(host_platform() != "x86_64", reason="a cross build from x86_64 (aarch64 builds natively)")
+@pytest.mark.parametrize(
+    ("files", "name", "row_id"),
+    [
+        # meson takes the cross compilers for native ones unless given a cross file, and stopped:
+        # "Executables created by c compiler /usr/bin/aarch64-linux-gnu-gcc are not runnable"
+        (MESON, "mesonprobe", "cpu-py312-aarch64"),
+        (PYBIND, "pybindprobe", "cpu-py312-aarch64"),
+        (SKBUILD, "probecuda", "cu130-py312-aarch64"),
+    ],
+    ids=["meson-python", "setuptools-pybind11", "scikit-build-core-cuda"],
+)
+def test_each_build_system_cross_builds_an_aarch64_row(
+    files: dict[str, str], name: str, row_id: str, tmp_path: Path
+) -> None:
+    if shutil.which("aarch64-linux-gnu-gcc") is None:
+        pytest.fail("aarch64-linux-gnu-gcc is missing: scripts/setup.sh installs g++-aarch64-linux-gnu")
+    project = make_project(tmp_path / name, files)
+    policy = make_policy(project, name, manylinux=HOST_MANYLINUX)
+    row = rows(policy)[row_id]
+    wheel = _build(row, policy, tmp_path, hostile_env(tmp_path))
+    assert wheel.name.endswith(f"-cp312-cp312-{HOST_MANYLINUX}_aarch64.whl"), wheel.name
+    names, _meta = wheel_facts(wheel, tmp_path / "x")
+    libraries = [n for n in names if ".so" in Path(n).name]
+    assert libraries, names
+    for member in libraries:
+        assert read_elf(tmp_path / "x" / member).machine == EM_AARCH64, member
+        if ".cpython-" in member:  # the target's extension suffix, not this machine's
+            assert member.endswith(".cpython-312-aarch64-linux-gnu.so"), member
+    if row.is_cuda:  # CMake found the CUDA compiler and built the row's kernels
+        kernels = tmp_path / "x" / "probecuda" / "libprobe_kernels.so"
+        assert has_device_code(kernels)
 
 
 # --------------------------------------------------------------------------- requirements and constraints

@@ -427,6 +427,27 @@ def test_host_plan_builds_in_the_isolated_environment_then_runs_the_shared_repai
     assert data["archs"] == list(arch_routes(row)) and data["contract"] == ["version label +cu130"]
 
 
+def test_a_host_plan_hands_the_backend_its_config_settings() -> None:
+    """A cross build's meson cross file reaches meson-python as ``-C setup-args=...``, before the source."""
+    row = BY_ID["cpu-py312-aarch64"]
+    plan = plan_of(
+        row,
+        "host",
+        build_python=Path("/e/bin/python"),
+        frontend=Path("/r/frontend.py"),
+        src_dir=Path("/c/src/p-cpu/src"),
+        config_settings={"setup-args": "--cross-file=/k/cross.ini"},
+    )
+    assert plan.commands[0].argv == (
+        "/e/bin/python",
+        "/r/frontend.py",
+        "--outdir",
+        "/w/built",
+        "-Csetup-args=--cross-file=/k/cross.ini",
+        "/c/src/p-cpu/src",
+    )
+
+
 def test_container_plan_is_cibuildwheel_with_the_rows_options() -> None:
     row = BY_ID["cu126-py311-x86_64"]
     plan = plan_of(row, "container", project_name="tinyaxpy", cibuildwheel=("cibuildwheel",), engine="podman")

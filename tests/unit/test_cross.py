@@ -12,7 +12,9 @@ from release.commands.options import selected_arch
 from release.core.errors import ToolError
 from release.wheelbuild.host.cross import (
     CrossTarget,
+    config_settings,
     cross_env,
+    meson_cross_text,
     needs_cross,
     nvcc_profile,
     runtime_pin,
@@ -144,3 +146,38 @@ def test_the_runtime_libraries_are_extracted_and_a_member_over_the_cap_is_refuse
     with pytest.raises(ToolError, match=r"libcudart\.so\.13 says 1001 bytes"):
         cross.extract_libraries(_runtime_wheel(tmp_path / "big.whl", 1001), big)
     assert list(big.iterdir()) == []
+
+
+def test_the_meson_cross_file_names_the_target_and_its_tools() -> None:
+    text = meson_cross_text(
+        "aarch64", "aarch64-linux-gnu", Path("/usr/bin/aarch64-linux-gnu-gcc"), Path("/usr/bin/aarch64-linux-gnu-g++"),
+        Path("/c/cuda/bin/nvcc"),
+    )  # fmt: skip
+    assert (
+        "c = '/usr/bin/aarch64-linux-gnu-gcc'\n" in text
+        and "cpp = '/usr/bin/aarch64-linux-gnu-g++'\n" in text
+    )
+    assert (
+        "ar = '/usr/bin/aarch64-linux-gnu-ar'\n" in text
+        and "strip = '/usr/bin/aarch64-linux-gnu-strip'\n" in text
+    )
+    assert "cuda = '/c/cuda/bin/nvcc'\n" in text
+    assert (
+        "[host_machine]\nsystem = 'linux'\ncpu_family = 'aarch64'\ncpu = 'aarch64'\nendian = 'little'\n"
+        in text
+    )
+    cpu = meson_cross_text("aarch64", "aarch64-linux-gnu", Path("/x/gcc"), Path("/x/g++"), None)
+    assert "cuda =" not in cpu
+    quoted = meson_cross_text("aarch64", "t", Path("/it's/gcc"), Path("/x/g++"), None)
+    assert "c = '/it\\'s/gcc'" in quoted  # a quote in a path cannot end meson's string
+
+
+def test_only_meson_python_is_given_the_cross_file(tmp_path: Path) -> None:
+    target = CrossTarget(
+        "aarch64", "aarch64-linux-gnu", Path("/x/gcc"), Path("/x/g++"), tmp_path, sysconfig_name("aarch64"), None,
+        tmp_path / "cross.ini",
+    )  # fmt: skip
+    assert config_settings("mesonpy", target) == {"setup-args": f"--cross-file={tmp_path / 'cross.ini'}"}
+    for backend in ("setuptools", "scikit_build_core", "hatchling", "flit_core"):
+        assert config_settings(backend, target) == {}  # they read the cross environment
+    assert config_settings("mesonpy", None) == {}  # a native build

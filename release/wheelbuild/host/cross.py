@@ -69,6 +69,7 @@ class CrossTarget:
     sysconfig_dir: Path  # holds the target's sysconfig data module
     sysconfig_name: str  # "_sysconfigdata__linux_aarch64-linux-gnu"
     cuda_home: Path | None  # the cross CUDA_HOME of a CUDA row
+    meson_cross_file: Path | None = None  # meson's description of the target (meson_cross_text)
 
     def describe(self) -> str:
         cuda = "" if self.cuda_home is None else f"; CUDA_HOME {self.cuda_home} (the target's CUDA runtime)"
@@ -126,6 +127,36 @@ def cross_env(target: CrossTarget) -> dict[str, str]:
         "WHEELWRIGHT_CROSS_TARGET": target.triplet,
     }
     return values
+
+
+def meson_cross_text(arch: str, triplet: str, cc: Path, cxx: Path, nvcc: Path | None) -> str:
+    """A meson cross file for the target: without one meson takes the cross compilers for native
+    ones and stops when the programs they make do not run here ("Executables created by c compiler
+    ... are not runnable"); with one it builds for ``host_machine`` and runs nothing it compiled."""
+    tools = {"c": str(cc), "cpp": str(cxx), "ar": str(cc.with_name(f"{triplet}-ar"))}
+    tools["strip"] = str(cc.with_name(f"{triplet}-strip"))
+    if nvcc is not None:
+        tools["cuda"] = str(nvcc)
+    binaries = "".join(f"{k} = {_meson_str(v)}\n" for k, v in tools.items())
+    return (
+        "# wheelwright: the target of a cross build (release/wheelbuild/host/cross.py)\n"
+        f"[binaries]\n{binaries}\n"
+        "[host_machine]\nsystem = 'linux'\n"
+        f"cpu_family = {_meson_str(arch)}\ncpu = {_meson_str(arch)}\nendian = 'little'\n"
+    )
+
+
+def _meson_str(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def config_settings(backend_name: str, target: CrossTarget | None) -> dict[str, str]:
+    """The config settings a cross build gives the project's build backend: meson-python its
+    cross file (``setup-args``, as its docs say for cross builds); other backends read the
+    compilers and the target's sysconfig from the environment (:func:`cross_env`) and get none."""
+    if target is None or target.meson_cross_file is None or backend_name != "mesonpy":
+        return {}
+    return {"setup-args": f"--cross-file={target.meson_cross_file}"}
 
 
 def nvcc_profile(real_home: Path, cross_home: Path, arch: str) -> str:
@@ -380,5 +411,24 @@ def prepare_cross(
         cross_tc = dataclasses.replace(
             toolchain, cuda_home=home, nvcc=home / "bin" / "nvcc", lib_dir=home / "lib"
         )
-    target = CrossTarget(arch, TRIPLETS[arch], cc, cxx, sysdir, sysconfig_name(arch), home)
+    meson = write_meson_cross(
+        meson_cross_text(arch, TRIPLETS[arch], cc, cxx, None if home is None else home / "bin" / "nvcc"),
+        arch,
+        cache_dir,
+    )
+    target = CrossTarget(arch, TRIPLETS[arch], cc, cxx, sysdir, sysconfig_name(arch), home, meson)
     return target, cross_tc
+
+
+def write_meson_cross(text: str, arch: str, cache_dir: Path) -> Path:
+    """``text`` as a meson cross file in the cache (named by its hash, made once)."""
+    key = hashlib.sha256(text.encode()).hexdigest()[:16]
+    final = cache_dir / "cross" / arch / f"meson-{key}"
+
+    def fill(tmp: Path) -> None:
+        (tmp / "cross.ini").write_text(text, encoding="utf-8")
+
+    install_once(
+        final, ready=lambda f: (f / "cross.ini").is_file(), fill=fill, holder=f"the {arch} meson cross file"
+    )
+    return final / "cross.ini"
