@@ -57,6 +57,7 @@ from release.wheelbuild.host.cross import (
     config_settings,
     cross_note,
     cross_problem,
+    linked_requirement_problem,
     needs_cross,
     prepare_cross,
     runtime_pin,
@@ -202,6 +203,12 @@ def _setup(
     toolchain = resolve_toolchain(row, env=base, cache_dir=cache_dir, install=install)
     python = find_python(row.python, env=base)
     system = read_build_system(project_dir)
+    if needs_cross(row) and (problem := linked_requirement_problem(system.requires, row.platform)):
+        raise ToolError(
+            f"row {row.id} cannot be cross-compiled on this {host_platform()} machine: {problem} "
+            f"({system.source}); build it with --backend container (its {row.platform} builder image, under "
+            f"emulation here) or on a {row.platform} machine"
+        )
     spec = env_spec(python, system.requires, pins, cache_dir)
     prepare: list[str] = []
     if toolchain is not None and not toolchain.installed:

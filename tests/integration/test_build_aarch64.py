@@ -152,3 +152,93 @@ def test_a_cmake_project_cross_built_for_aarch64_finds_its_cuda_compiler_and_car
     assert sorted(listed) == sorted(
         [("sass", "sm_90"), ("sass", "sm_100"), ("sass", "sm_110"), ("ptx", "compute_110")]
     )
+
+
+def test_a_torch_extension_is_refused_a_cross_build_before_anything_is_built(
+    dist: Path, tmp_path: Path
+) -> None:
+    """Must-fail: torch in [build-system].requires. Cross-built, it compiled for a minute and then the
+    linker skipped the build environment's x86_64 libtorch ("cannot find -lc10"); now the build
+    stops at once, naming the requirement and the backend that can build it."""
+    from release.core.errors import ToolError
+
+    project = tmp_path / "torchsaxpy"
+    shutil.copytree(
+        ROOT / "examples" / "torchsaxpy",
+        project,
+        ignore=shutil.ignore_patterns("build", "dist", "*.egg-info"),
+    )
+    policy = project / "rows.toml"
+    text = edited(
+        policy.read_text(encoding="utf-8"), ('platforms = ["x86_64"]', 'platforms = ["x86_64", "aarch64"]')
+    )
+    policy.write_text(edited(text, LAZY_AARCH64[1]), encoding="utf-8")
+    with pytest.raises(ToolError, match=r"cannot be cross-compiled .* its build requires 'torch") as caught:
+        build_row(
+            rows_by_id(policy)["cu130-py311-aarch64"],
+            policy_path=policy,
+            dist_dir=dist,
+            cache_dir=CACHE,
+            backend="host",
+            env=_env(),
+        )
+    assert "--backend container" in str(caught.value) and "libtorch" in str(caught.value)
+    assert not list(dist.glob("**/torchsaxpy-*.whl"))
+
+
+# a package whose build links a library it makes with this machine's compiler (as a build
+# requirement with native libraries would bring it): the cross link must skip it
+LINKS_HOST_LIBRARY = {
+    "pyproject.toml": '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n\n'
+    '[project]\nname = "hostlink"\nversion = "0.1.0"\n',
+    "setup.py": """\
+import subprocess
+from pathlib import Path
+from setuptools import Extension, setup
+
+lib = Path("hostlib").resolve()
+lib.mkdir(exist_ok=True)
+(lib / "helper.c").write_text("int helper(void) { return 1; }\\n")
+subprocess.run(["/usr/bin/gcc", "-shared", "-fPIC", str(lib / "helper.c"), "-o", str(lib / "libhelper.so")], check=True)
+setup(
+    packages=["hostlink"],
+    ext_modules=[Extension("hostlink._core", ["core.c"], library_dirs=[str(lib)], libraries=["helper"])],
+)
+""",
+    "core.c": '#include <Python.h>\nint helper(void);\nstatic struct PyModuleDef d = {PyModuleDef_HEAD_INIT, "_core"};\n'
+    "PyMODINIT_FUNC PyInit__core(void) { helper(); return PyModule_Create(&d); }\n",
+    "hostlink/__init__.py": "",
+}
+
+
+def test_a_cross_link_against_this_machines_library_says_so(dist: Path, tmp_path: Path) -> None:
+    """Must-fail, with the real cross linker: the extension links an x86_64 library of the build;
+    the failure's first line says the link needs this machine's libraries, naming the library."""
+    from release.core.errors import StepFailed
+
+    project = tmp_path / "hostlink"
+    for name, body in LINKS_HOST_LIBRARY.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(body, encoding="utf-8")
+    text = POLICY.read_text(encoding="utf-8")
+    start, end = text.index("[project]"), text.index("[matrix]")
+    project_table = (
+        '[project]\nname = "hostlink"\npath = "."\nimport_name = "hostlink"\ncheck = "hostlink:check"\n\n'
+    )
+    (project / "rows.toml").write_text(text[:start] + project_table + text[end:], encoding="utf-8")
+    with pytest.raises(StepFailed) as caught:
+        build_row(
+            rows_by_id(project / "rows.toml")["cpu-py312-aarch64"],
+            policy_path=project / "rows.toml",
+            dist_dir=dist,
+            cache_dir=CACHE,
+            backend="host",
+            env=_env(),
+        )
+    first = str(caught.value).splitlines()[0]
+    assert (
+        "the link needs libraries of this machine's architecture, not aarch64: libhelper.so (-lhelper"
+        in first
+    )
+    assert "--backend container" in first
+    assert "cannot find -lhelper" in str(caught.value)  # the linker's own words follow

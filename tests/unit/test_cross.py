@@ -14,6 +14,8 @@ from release.wheelbuild.host.cross import (
     CrossTarget,
     config_settings,
     cross_env,
+    link_diagnosis,
+    linked_requirement_problem,
     meson_cross_text,
     needs_cross,
     nvcc_profile,
@@ -181,3 +183,36 @@ def test_only_meson_python_is_given_the_cross_file(tmp_path: Path) -> None:
     for backend in ("setuptools", "scikit_build_core", "hatchling", "flit_core"):
         assert config_settings(backend, target) == {}  # they read the cross environment
     assert config_settings("mesonpy", None) == {}  # a native build
+
+
+def test_a_build_requirement_the_extension_links_refuses_a_cross_build() -> None:
+    problem = linked_requirement_problem(["setuptools>=64", "Torch>=2.9; python_version>='3.10'"], "aarch64")
+    assert problem is not None and "libtorch" in problem
+    assert "requires \"Torch>=2.9; python_version>='3.10'\"" in problem  # as the project wrote it
+    assert "not for aarch64" in problem
+    for fine in (
+        ["setuptools", "pybind11>=2.12"],
+        ["torchvision"],
+        ["scikit-build-core", "not a requirement!"],
+    ):
+        assert linked_requirement_problem(fine, "aarch64") is None, fine
+
+
+LD_SKIPPED = """\
+/usr/lib/gcc-cross/aarch64-linux-gnu/12/../../../../aarch64-linux-gnu/bin/ld: skipping incompatible /e/site-packages/torch/lib/libc10.so when searching for -lc10
+/usr/lib/gcc-cross/aarch64-linux-gnu/12/../../../../aarch64-linux-gnu/bin/ld: cannot find -lc10: No such file or directory
+/usr/lib/gcc-cross/aarch64-linux-gnu/12/../../../../aarch64-linux-gnu/bin/ld: skipping incompatible /e/site-packages/torch/lib/libc10.so when searching for -lc10
+/usr/lib/gcc-cross/aarch64-linux-gnu/12/../../../../aarch64-linux-gnu/bin/ld: skipping incompatible /e/site-packages/torch/lib/libtorch.so when searching for -ltorch
+collect2: error: ld returned 1 exit status
+"""
+
+
+def test_a_cross_link_that_skipped_this_machines_libraries_is_said_so() -> None:
+    text = link_diagnosis(LD_SKIPPED, "aarch64")
+    assert text is not None
+    assert (
+        "libc10.so (-lc10, /e/site-packages/torch/lib/libc10.so)" in text and "libtorch.so (-ltorch" in text
+    )
+    assert text.count("libc10.so (") == 1  # each library once
+    assert "--backend container" in text
+    assert link_diagnosis("error: 'foo' was not declared in this scope\n", "aarch64") is None

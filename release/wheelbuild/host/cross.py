@@ -31,12 +31,16 @@ import hashlib
 import json
 import os
 import pprint
+import re
 import shutil
 import sys
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from release.core import proc
 from release.core.errors import ToolError
@@ -157,6 +161,46 @@ def config_settings(backend_name: str, target: CrossTarget | None) -> dict[str, 
     if target is None or target.meson_cross_file is None or backend_name != "mesonpy":
         return {}
     return {"setup-args": f"--cross-file={target.meson_cross_file}"}
+
+
+# Build requirements whose native libraries an extension links at build time: a cross build's
+# environment holds them for this machine, so the link cannot succeed (what links them, said).
+LINKED_BUILD_REQUIREMENTS = {
+    "torch": "a PyTorch extension links libtorch, libc10 and libtorch_cuda from the build environment",
+}
+_INCOMPATIBLE = re.compile(r"skipping incompatible (\S+) when searching for (-l\S+)")
+
+
+def linked_requirement_problem(requires: Sequence[str], arch: str) -> str | None:
+    """Why a project whose ``[build-system].requires`` are ``requires`` cannot be cross-compiled
+    for ``arch``, or None: a requirement in :data:`LINKED_BUILD_REQUIREMENTS`."""
+    for text in requires:
+        try:
+            name = canonicalize_name(Requirement(text).name)
+        except InvalidRequirement:
+            continue
+        if name in LINKED_BUILD_REQUIREMENTS:
+            return (
+                f"its build requires {text!r}: {LINKED_BUILD_REQUIREMENTS[name]}, and a cross build's environment "
+                f"holds them for this machine, not for {arch}"
+            )
+    return None
+
+
+def link_diagnosis(output: str, arch: str) -> str | None:
+    """What a failed cross build's log says when the linker skipped this machine's libraries
+    (``skipping incompatible .../libc10.so when searching for -lc10``), or None."""
+    found = sorted(set(_INCOMPATIBLE.findall(output)))
+    if not found:
+        return None
+    named = ", ".join(f"{Path(path).name} ({flag}, {path})" for path, flag in found[:3])
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return (
+        f"the link needs libraries of this machine's architecture, not {arch}: {named}{more}; a build "
+        "requirement with native libraries that the extension links (torch, for a PyTorch extension) is "
+        f"installed for this machine. Build this row with --backend container (its {arch} builder image, "
+        f"under emulation here) or on an {arch} machine"
+    )
 
 
 def nvcc_profile(real_home: Path, cross_home: Path, arch: str) -> str:
