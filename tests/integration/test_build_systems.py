@@ -132,6 +132,24 @@ PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&def); }
 }
 
 
+# meson-python with meson's own CUDA language: the runtime shared, as the row's contract asks
+# (meson links it statically unless told: the build then stops naming dependency('cuda', static: false))
+MESON_CUDA = {
+    "pyproject.toml": pyproject_toml("mesoncuda", "0.1.0", ["meson-python>=0.15"], "mesonpy"),
+    "meson.build": """\
+project('mesoncuda', 'c', 'cuda', version: '0.1.0')
+py = import('python').find_installation(pure: false)
+shared_library('mesoncuda_kernels', 'k.cu', dependencies: dependency('cuda', static: false),
+               install: true, install_dir: py.get_install_dir() / 'mesoncuda')
+py.extension_module('_core', 'core.c', install: true, subdir: 'mesoncuda')
+py.install_sources('mesoncuda/__init__.py', subdir: 'mesoncuda')
+""",
+    "k.cu": SKBUILD["csrc/k.cu"],
+    "core.c": MESON["core.c"],
+    "mesoncuda/__init__.py": "",
+}
+
+
 def make_project(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         path = root / name
@@ -287,18 +305,19 @@ EM_AARCH64 = 183
 
 @pytest.mark.skipif(host_platform() != "x86_64", reason="a cross build from x86_64 (aarch64 builds natively)")
 @pytest.mark.parametrize(
-    ("files", "name", "row_id"),
+    ("files", "name", "row_id", "kernels"),
     [
         # meson takes the cross compilers for native ones unless given a cross file, and stopped:
         # "Executables created by c compiler /usr/bin/aarch64-linux-gnu-gcc are not runnable"
-        (MESON, "mesonprobe", "cpu-py312-aarch64"),
-        (PYBIND, "pybindprobe", "cpu-py312-aarch64"),
-        (SKBUILD, "probecuda", "cu130-py312-aarch64"),
+        (MESON, "mesonprobe", "cpu-py312-aarch64", None),
+        (MESON_CUDA, "mesoncuda", "cu130-py312-aarch64", "mesoncuda/libmesoncuda_kernels.so"),
+        (PYBIND, "pybindprobe", "cpu-py312-aarch64", None),
+        (SKBUILD, "probecuda", "cu130-py312-aarch64", "probecuda/libprobe_kernels.so"),
     ],
-    ids=["meson-python", "setuptools-pybind11", "scikit-build-core-cuda"],
+    ids=["meson-python", "meson-python-cuda", "setuptools-pybind11", "scikit-build-core-cuda"],
 )
 def test_each_build_system_cross_builds_an_aarch64_row(
-    files: dict[str, str], name: str, row_id: str, tmp_path: Path
+    files: dict[str, str], name: str, row_id: str, kernels: str | None, tmp_path: Path
 ) -> None:
     if shutil.which("aarch64-linux-gnu-gcc") is None:
         pytest.fail("aarch64-linux-gnu-gcc is missing: scripts/setup.sh installs g++-aarch64-linux-gnu")
@@ -314,9 +333,10 @@ def test_each_build_system_cross_builds_an_aarch64_row(
         assert read_elf(tmp_path / "x" / member).machine == EM_AARCH64, member
         if ".cpython-" in member:  # the target's extension suffix, not this machine's
             assert member.endswith(".cpython-312-aarch64-linux-gnu.so"), member
-    if row.is_cuda:  # CMake found the CUDA compiler and built the row's kernels
-        kernels = tmp_path / "x" / "probecuda" / "libprobe_kernels.so"
-        assert has_device_code(kernels)
+    if kernels is not None:  # the build found the cross nvcc and compiled the row's kernels for aarch64
+        library = tmp_path / "x" / kernels
+        assert has_device_code(library)
+        assert "libcudart.so.13" in read_elf(library).needed
 
 
 # --------------------------------------------------------------------------- requirements and constraints
