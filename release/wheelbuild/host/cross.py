@@ -372,9 +372,9 @@ def cross_cuda_home(
     """The cross CUDA_HOME of a CUDA row (made once per toolchain, runtime pin and compilers).
 
     Its ``bin`` holds ``gcc``/``g++`` (and ``cc``/``c++``) naming the cross compilers, first on
-    nvcc's PATH through its profile: ``NVCC_CCBIN`` is read only by newer nvcc (CUDA 12.4's
-    ignores it and compiled the host side for x86_64), and a toolkit may carry host compiler
-    wrappers of its own (Debian's does), which must not be the ones found."""
+    nvcc's PATH through its profile: CUDA 12.4's nvcc ignores ``NVCC_CCBIN`` (with only that set,
+    it compiled the host side for x86_64), and a toolkit may carry host compiler wrappers of its
+    own (Debian's does), which must not be the ones found."""
     arch = row.platform
     pin = runtime_pin(row)
     real = toolchain.cuda_home.resolve()
@@ -437,7 +437,7 @@ def static_runtime_note(pin: str, arch: str, lib: Path) -> str | None:
         f"note: {pin} for {arch} ships no libcudart_static.a: CMake's CUDA compiler check links it, so a "
         "CMake project finds no CUDA compiler in this cross build (one that falls back to CPU code then "
         "builds a wheel without device code, which the audit fails); nvcc-driven builds (setuptools) are "
-        "unaffected. Build such a row in its container image or on an aarch64 machine"
+        f"unaffected. Build such a row in its container image or on an {arch} machine"
     )
 
 
