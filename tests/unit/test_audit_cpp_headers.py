@@ -150,6 +150,28 @@ def test_headers_lacking_a_system_library() -> None:
     assert gl == {"fx_gl.h": "OpenGL's headers (GL/gl.h; Debian: libgl-dev)"}
 
 
+def test_opencl_and_sycl_interop_headers_are_left_out_where_those_are_lacking() -> None:
+    """oneDNN's interop headers in torch 2.14.1's include/ (x86_64 and aarch64): dnnl_ocl.h needs OpenCL's
+    CL/cl.h, dnnl_sycl.hpp a SYCL implementation's sycl/sycl.hpp; a consumer opts into those APIs, so a
+    machine without them leaves the headers out (named) instead of failing the SDK. Where they are found,
+    nothing is left out: the compile decides."""
+    files = {
+        "oneapi/dnnl/dnnl_ocl.h": b'#include "oneapi/dnnl/dnnl.h"\n#include <CL/cl.h>\n',
+        "dnnl_ocl.h": b'#include "oneapi/dnnl/dnnl_ocl.h"\n',
+        "oneapi/dnnl/dnnl_sycl.hpp": b"#include <vector>\n#include <sycl/sycl.hpp>\n",
+        "dnnl_sycl.hpp": b'#include "oneapi/dnnl/dnnl_sycl.hpp"\n',
+        "oneapi/dnnl/dnnl.h": b"int dnnl_version(void);\n",
+        "dnnl.h": b'#include "oneapi/dnnl/dnnl.h"\n',
+    }
+    top = ["dnnl.h", "dnnl_ocl.h", "dnnl_sycl.hpp"]
+    lacking = lacking_system_headers(files, top, lambda target: False)
+    assert lacking == {
+        "dnnl_ocl.h": "OpenCL's headers (CL/cl.h; Debian: opencl-c-headers)",
+        "dnnl_sycl.hpp": "a SYCL implementation's headers (sycl/sycl.hpp, as Intel's oneAPI DPC++ compiler ships them)",
+    }
+    assert lacking_system_headers(files, top, lambda target: True) == {}
+
+
 def test_a_header_shipping_the_library_header_itself_is_not_lacking() -> None:
     files = {"fx.h": b'#include "vdpau/vdpau.h"\n', "vdpau/vdpau.h": b"typedef unsigned VdpDevice;\n"}
     assert lacking_system_headers(files, ["fx.h"], lambda target: False) == {}
