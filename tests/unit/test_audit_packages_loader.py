@@ -66,6 +66,56 @@ def test_declares_exactly_the_train_set(requires: list[str]) -> None:
     assert audit_packages(*requires) == []
 
 
+@pytest.mark.parametrize(
+    ("requirement", "platform", "never"),
+    [
+        # the marker is judged for the wheel's own CPU, OS and Python, never the auditing machine's
+        ('nvidia-cuda-runtime==13.0.*; platform_machine == "x86_64"', "manylinux_2_28_aarch64", True),
+        ('nvidia-cuda-runtime==13.0.*; platform_machine == "aarch64"', "manylinux_2_28_aarch64", False),
+        ('nvidia-cuda-runtime==13.0.*; platform_machine == "aarch64"', "manylinux_2_28_x86_64", True),
+        ('nvidia-cuda-runtime==13.0.*; sys_platform == "win32"', "manylinux_2_28_x86_64", True),
+        ('nvidia-cuda-runtime==13.0.*; python_version < "3.12"', "manylinux_2_28_x86_64", True),  # cp312
+        ('nvidia-cuda-runtime==13.0.*; python_version >= "3.12"', "manylinux_2_28_x86_64", False),
+        ('nvidia-cuda-runtime==13.0.*; platform_machine == "x86_64" or platform_machine == "aarch64"',
+         "manylinux_2_28_aarch64", False),
+    ],
+)  # fmt: skip
+def test_a_cuda_package_the_wheels_own_machines_never_install_fails(
+    requirement: str, platform: str, never: bool
+) -> None:
+    exp = cuda()
+    msgs = failing(packages.check(contents(metadata=meta(requirement), platform_tags=(platform,)), exp))
+    arch = "aarch64" if platform.endswith("aarch64") else "x86_64"
+    if never:
+        assert (
+            f"declares {requirement!r}, which pip never installs beside this wheel: its marker is false on every "
+            f"machine the wheel's tags name ({arch}); declare it for them (or without the marker)"
+        ) in msgs
+        assert any(m.startswith("does not declare nvidia-cuda-runtime") for m in msgs)
+    else:
+        assert msgs == []
+
+
+def test_an_any_platform_or_py3_tag_leaves_its_markers_open() -> None:
+    """A tag that names no CPU (``any``) or no Python (``py3``) installs on every one: a marker is
+    false there only when it is false for all of them."""
+    envs = packages.target_environments(("py3",), ("any",))
+    text = meta('nvidia-nccl-cu13; platform_machine == "aarch64" and python_version >= "3.13"')
+    assert packages.never_installed(text, envs) == []
+    assert packages.never_installed(meta('nvidia-nccl-cu13; python_version < "3"'), envs) == [
+        'nvidia-nccl-cu13; python_version < "3"'
+    ]
+    (env,) = packages.target_environments(("cp311",), ("manylinux_2_28_aarch64",))
+    assert env == {
+        "platform_machine": "aarch64",
+        "platform_system": "Linux",
+        "sys_platform": "linux",
+        "os_name": "posix",
+        "python_version": "3.11",
+        "python_full_version": "3.11.0",
+    }
+
+
 def test_cu11_runtime_on_cu130() -> None:
     msgs = audit_packages("nvidia-cuda-runtime-cu11")
     assert (

@@ -2,8 +2,12 @@
 
 Read from ``Requires-Dist`` in METADATA. A requirement is a CUDA package when its
 normalised name starts with ``nvidia-`` or ``cuda-``. Requirements gated on an extra
-(``; extra == "..."``) are ignored: ``pip install pkg`` never installs them. Version
-pins and other markers are allowed.
+(``; extra == "..."``) are ignored: ``pip install pkg`` never installs them. Other markers are
+evaluated for the machines the wheel installs on, read from its own tags (the CPU of its
+platform tag, its OS, the Pythons of its python tags), never for the machine that audits it:
+a requirement whose marker is false on every one of them (``platform_machine == "x86_64"`` on
+an aarch64 wheel) is one pip never installs beside it, and a CUDA package declared only so
+fails. Version pins are allowed.
 
 CUDA wheel: every package of the train must be declared, by its name or by one of its
 ``also_accepted`` forms (``cuda-toolkit[cudart]`` counts as ``nvidia-cuda-runtime``:
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import email.parser
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -43,8 +48,12 @@ class Declared:
     requirement: Requirement
 
 
-def declared_requirements(metadata: str) -> tuple[list[Declared], list[str]]:
-    """Requirements a plain ``pip install`` installs, and the lines that do not parse."""
+def declared_requirements(
+    metadata: str, targets: Sequence[Mapping[str, str]] = ()
+) -> tuple[list[Declared], list[str]]:
+    """Requirements a plain ``pip install`` installs, and the lines that do not parse. With
+    ``targets`` (:func:`target_environments`), a requirement whose marker is false on each of them
+    is left out too (:func:`never_installed` says which those are)."""
     message = email.parser.Parser().parsestr(metadata)  # compat32, its default policy
     good: list[Declared] = []
     bad: list[str] = []
@@ -57,8 +66,64 @@ def declared_requirements(metadata: str) -> tuple[list[Declared], list[str]]:
             continue
         if req.marker is not None and _EXTRA_MARKER.search(str(req.marker)):
             continue
+        if targets and not _installed_somewhere(req, targets):
+            continue
         good.append(Declared(text, req))
     return good, bad
+
+
+_MACHINES = ("x86_64", "aarch64", "ppc64le", "s390x", "armv7l", "i686", "riscv64", "loongarch64")
+_SYSTEMS = {  # platform tag prefix: (platform_system, sys_platform, os_name)
+    "manylinux": ("Linux", "linux", "posix"),
+    "musllinux": ("Linux", "linux", "posix"),
+    "linux": ("Linux", "linux", "posix"),
+    "win": ("Windows", "win32", "nt"),
+    "macosx": ("Darwin", "darwin", "posix"),
+}
+_ANY_PYTHON = tuple(f"3.{minor}" for minor in range(8, 16))
+
+
+def target_environments(python_tags: Sequence[str], platform_tags: Sequence[str]) -> list[dict[str, str]]:
+    """The marker environments of the machines a wheel installs on, from its tags (pure): one per
+    (CPU, OS, Python) they name. What a tag leaves open (an ``any`` platform, a ``py3`` tag) is
+    every value it may take, so a marker is judged false only where it is false for all of them."""
+    machines = sorted({m for tag in platform_tags for m in _MACHINES if tag.endswith("_" + m)})
+    systems = sorted({v for tag in platform_tags for k, v in _SYSTEMS.items() if tag.startswith(k)})
+    versions = sorted(
+        {f"{t[2]}.{t[3:]}" for t in python_tags if len(t) > 3 and t[:2] in ("cp", "py") and t[2:].isdigit()}
+    )
+    out: list[dict[str, str]] = []
+    for machine in machines or _MACHINES:
+        for system, sys_platform, os_name in systems or sorted(set(_SYSTEMS.values())):
+            for version in versions or _ANY_PYTHON:
+                out.append(
+                    {
+                        "platform_machine": machine,
+                        "platform_system": system,
+                        "sys_platform": sys_platform,
+                        "os_name": os_name,
+                        "python_version": version,
+                        "python_full_version": f"{version}.0",
+                    }
+                )
+    return out
+
+
+def _installed_somewhere(req: Requirement, targets: Sequence[Mapping[str, str]]) -> bool:
+    if req.marker is None:
+        return True
+    return any(req.marker.evaluate(dict(target)) for target in targets)
+
+
+def never_installed(metadata: str, targets: Sequence[Mapping[str, str]]) -> list[str]:
+    """The CUDA packages the wheel declares with a marker no machine it installs on satisfies."""
+    everywhere, _ = declared_requirements(metadata)
+    installed = {d.text for d in declared_requirements(metadata, targets)[0]}
+    return [d.text for d in everywhere if d.text not in installed and is_cuda_package(d.requirement.name)]
+
+
+def _targets(contents: Contents) -> list[dict[str, str]]:
+    return target_environments(contents.wheel.python_tags, contents.wheel.platform_tags)
 
 
 def admits_train(specifier: SpecifierSet, train: str) -> bool:
@@ -107,8 +172,19 @@ def declarations(contents: Contents, expectation: Expectation) -> Declarations:
     if metadata is None:
         missing = fail(CHECK, "the wheel has no readable .dist-info/METADATA: cannot tell what it declares")
         return Declarations([], [], [missing], verdict=True)
-    declared, bad = declared_requirements(metadata)
+    targets = _targets(contents)
+    declared, bad = declared_requirements(metadata, targets)
     out = [fail(CHECK, f"Requires-Dist {text!r} is not a valid requirement") for text in bad]
+    where = ", ".join(sorted({t.get("platform_machine", "") for t in targets} - {""})) or "its platform"
+    out += [
+        fail(
+            CHECK,
+            f"declares {text!r}, which pip never installs beside this wheel: its marker is false on every "
+            f"machine the wheel's tags name ({where}); declare it for them (or without the marker)",
+            requirement=text,
+        )
+        for text in never_installed(metadata, targets)
+    ]
     cuda = [d for d in declared if is_cuda_package(d.requirement.name)]
     if expectation.is_cuda:
         return Declarations(declared, cuda, out, verdict=False)
