@@ -48,12 +48,9 @@ class Declared:
     requirement: Requirement
 
 
-def declared_requirements(
-    metadata: str, targets: Sequence[Mapping[str, str]] = ()
-) -> tuple[list[Declared], list[str]]:
-    """Requirements a plain ``pip install`` installs, and the lines that do not parse. With
-    ``targets`` (:func:`target_environments`), a requirement whose marker is false on each of them
-    is left out too (:func:`never_installed` says which those are)."""
+def declared_requirements(metadata: str) -> tuple[list[Declared], list[str]]:
+    """Requirements a plain ``pip install`` installs (but for markers, which :func:`never_installed`
+    judges for the wheel's own machines), and the lines that do not parse."""
     message = email.parser.Parser().parsestr(metadata)  # compat32, its default policy
     good: list[Declared] = []
     bad: list[str] = []
@@ -65,8 +62,6 @@ def declared_requirements(
             bad.append(text)
             continue
         if req.marker is not None and _EXTRA_MARKER.search(str(req.marker)):
-            continue
-        if targets and not _installed_somewhere(req, targets):
             continue
         good.append(Declared(text, req))
     return good, bad
@@ -109,17 +104,45 @@ def target_environments(python_tags: Sequence[str], platform_tags: Sequence[str]
     return out
 
 
-def _installed_somewhere(req: Requirement, targets: Sequence[Mapping[str, str]]) -> bool:
-    if req.marker is None:
-        return True
-    return any(req.marker.evaluate(dict(target)) for target in targets)
+# CUDA requirements with a marker judged per wheel: real wheels declare fewer than 30 CUDA packages;
+# a METADATA of thousands (up to its 16 MiB read limit) is not evaluated past this, and fails.
+MARKER_BUDGET = 256
+_VARIABLES = (
+    "platform_machine",
+    "platform_system",
+    "sys_platform",
+    "os_name",
+    "python_version",
+    "python_full_version",
+)
 
 
-def never_installed(metadata: str, targets: Sequence[Mapping[str, str]]) -> list[str]:
-    """The CUDA packages the wheel declares with a marker no machine it installs on satisfies."""
-    everywhere, _ = declared_requirements(metadata)
-    installed = {d.text for d in declared_requirements(metadata, targets)[0]}
-    return [d.text for d in everywhere if d.text not in installed and is_cuda_package(d.requirement.name)]
+def never_installed(
+    declared: Sequence[Declared], targets: Sequence[Mapping[str, str]]
+) -> tuple[list[str], int]:
+    """The CUDA packages among ``declared`` whose marker no machine in ``targets`` satisfies (pip
+    never installs them beside the wheel), and how many markers went unjudged past
+    :data:`MARKER_BUDGET`. Each marker is judged once, over the distinct values of only the
+    variables it names."""
+    never: list[str] = []
+    judged: dict[str, bool] = {}
+    over = 0
+    for d in declared:
+        marker = d.requirement.marker
+        if marker is None or not is_cuda_package(d.requirement.name):
+            continue
+        text = str(marker)
+        if text not in judged:
+            if len(judged) >= MARKER_BUDGET:
+                over += 1
+                continue
+            names = [v for v in _VARIABLES if v in text]
+            cases = {tuple((v, t[v]) for v in names) for t in targets} or {()}
+            base = dict(targets[0]) if targets else {}
+            judged[text] = any(marker.evaluate({**base, **dict(case)}) for case in cases)
+        if not judged[text]:
+            never.append(d.text)
+    return never, over
 
 
 def _targets(contents: Contents) -> list[dict[str, str]]:
@@ -173,9 +196,11 @@ def declarations(contents: Contents, expectation: Expectation) -> Declarations:
         missing = fail(CHECK, "the wheel has no readable .dist-info/METADATA: cannot tell what it declares")
         return Declarations([], [], [missing], verdict=True)
     targets = _targets(contents)
-    declared, bad = declared_requirements(metadata, targets)
+    everywhere, bad = declared_requirements(metadata)
+    never, over = never_installed(everywhere, targets)
+    declared = [d for d in everywhere if d.text not in never]
     out = [fail(CHECK, f"Requires-Dist {text!r} is not a valid requirement") for text in bad]
-    where = ", ".join(sorted({t.get("platform_machine", "") for t in targets} - {""})) or "its platform"
+    where = ", ".join(sorted({t["platform_machine"] for t in targets}))
     out += [
         fail(
             CHECK,
@@ -183,8 +208,16 @@ def declarations(contents: Contents, expectation: Expectation) -> Declarations:
             f"machine the wheel's tags name ({where}); declare it for them (or without the marker)",
             requirement=text,
         )
-        for text in never_installed(metadata, targets)
+        for text in never
     ]
+    if over:
+        out.append(
+            fail(
+                CHECK,
+                f"declares more than {MARKER_BUDGET} CUDA requirements with distinct markers; {over} more were "
+                "not judged (a real wheel declares a few): declare each CUDA package once",
+            )
+        )
     cuda = [d for d in declared if is_cuda_package(d.requirement.name)]
     if expectation.is_cuda:
         return Declarations(declared, cuda, out, verdict=False)
