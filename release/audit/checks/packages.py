@@ -198,7 +198,8 @@ def declarations(contents: Contents, expectation: Expectation) -> Declarations:
     targets = _targets(contents)
     everywhere, bad = declared_requirements(metadata)
     never, over = never_installed(everywhere, targets)
-    declared = [d for d in everywhere if d.text not in never]
+    dropped = set(never)  # a set: a hostile METADATA may repeat one false marker 300,000 times
+    declared = [d for d in everywhere if d.text not in dropped]
     out = [fail(CHECK, f"Requires-Dist {text!r} is not a valid requirement") for text in bad]
     where = ", ".join(sorted({t["platform_machine"] for t in targets}))
     out += [
