@@ -17,7 +17,7 @@ import re
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
@@ -38,9 +38,7 @@ from release.publish.guards.plan import (
     twine_env,
 )
 from release.publish.index.static import add_wheels, write_static_index
-
-if TYPE_CHECKING:
-    from release.publish.upload import PreparedPublish
+from release.publish.prepared import PreparedPublish
 
 Outcome = Literal["uploaded", "raced"]
 

@@ -17,7 +17,6 @@ import os
 import signal
 import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
@@ -35,11 +34,9 @@ from release.publish.guards.identity import unexpected_problems
 from release.publish.guards.plan import (
     MIB,
     STOP_AFTER_ENV,
-    Credentials,
     Hook,
     LocalWheel,
     Log,
-    PublishPlan,
     PublishReport,
     check_local_set,
     check_sizes,
@@ -51,18 +48,14 @@ from release.publish.guards.plan import (
     resolve_credentials,
     ruled,
 )
-from release.publish.guards.readback import download_limit, served_problem
-from release.publish.guards.reverify import Reaudited, stage_and_reaudit
+from release.publish.guards.readback import served_problem
+from release.publish.guards.reverify import stage_and_reaudit
 from release.publish.index.client import (
-    Auth,
-    IndexFile,
     Redactor,
-    Served,
     by_name,
-    fetch_digest,
-    read_listing,
 )
 from release.publish.index.listing import listing_problems
+from release.publish.prepared import IndexReader, PreparedPublish
 from release.publish.staging import Session, publish_session
 from release.publish.twine_upload import done_so_far, upload_one
 
@@ -71,72 +64,11 @@ def _stderr_log(line: str) -> None:
     log.info(line)
 
 
-@dataclass
-class _Index:
-    """Reads one index's view of this release's projects, each request under its deadline."""
-
-    index: IndexTarget
-    projects: tuple[str, ...]
-    auth: Auth | None
-    redactor: Redactor
-    timeout: tuple[float, float]  # (connect, whole request)
-
-    def listing(self) -> tuple[IndexFile, ...]:
-        """Every entry of every project page, in the index's order, duplicates kept."""
-        out: list[IndexFile] = []
-        for project in self.projects:
-            out += read_listing(
-                self.index.simple_url, project, auth=self.auth, timeout=self.timeout, redactor=self.redactor
-            )
-        return tuple(out)
-
-    def files(self) -> dict[str, IndexFile]:
-        return by_name(self.listing())
-
-    def read(self) -> dict[str, str]:
-        return {name: str(f.sha256) for name, f in self.files().items()}
-
-    def served(self, f: IndexFile, size: int, deadlines: Deadlines) -> Served:
-        """Download the file the listing names (deadline: an upload's, for its size) and hash it."""
-        return fetch_digest(
-            f.url,
-            limit=download_limit(size),
-            auth=self.auth,
-            timeout=(deadlines.connect_s, deadlines.for_upload(size)),
-            redactor=self.redactor,
-        )
-
-
 def _refuse(header: str, problems: Sequence[str], *, bad_input: bool = False) -> CheckFailed | InputError:
     """The refusal of ``problems``: CheckFailed (1), or InputError (2) when one is bad input (an
     edited or malformed record)."""
     text = header + "\n" + "\n".join(f"  - {p}" for p in problems) + "\nnothing was uploaded"
     return InputError(text) if bad_input else CheckFailed(text)
-
-
-@dataclass
-class PreparedPublish:
-    """Everything checked, every wheel staged and audited again, the index read and the plan
-    made; nothing uploaded yet. Made by :func:`prepare_publish`, run by :func:`execute_publish`
-    inside the same session (the staged copies live in its folder). Holds credentials: repr shows none.
-    """
-
-    target: Target
-    variant: str
-    index: IndexTarget
-    local: tuple[LocalWheel, ...]  # path: the staged, re-audited copy
-    verified: tuple[Reaudited, ...]
-    plan: PublishPlan
-    deadlines: Deadlines
-    local_folder: Path | None  # where a local index keeps this variant's files (removal advice)
-    creds: Credentials | None = field(repr=False)
-    environ: Mapping[str, str] = field(repr=False)
-    redactor: Redactor = field(repr=False)
-    remote: _Index = field(repr=False)
-
-    @property
-    def where(self) -> str:
-        return f"{self.target.name!r} ({self.variant}, {self.redactor(self.index.simple_url)})"
 
 
 def _expectations(policy: Policy, index: IndexTarget) -> dict[str, Expectation]:
@@ -212,7 +144,7 @@ def prepare_publish(
 
     auth = read_auth(index, creds)
     projects = tuple(sorted({parse_wheel_filename(w.filename)[0] for w in staged}))
-    remote = _Index(index, projects, auth, red, limits.timeout)
+    remote = IndexReader(index, projects, auth, red, limits.timeout)
     try:
         listing = remote.listing()
     except StepFailed as exc:

@@ -43,8 +43,11 @@ def _type_checking(node: ast.If) -> bool:
     )
 
 
-def imports(source: str, name: str, is_package: bool, known: Iterable[str]) -> set[str]:
-    """The release modules a module imports (``from pkg import mod`` names ``pkg.mod`` when it is one)."""
+def imports(
+    source: str, name: str, is_package: bool, known: Iterable[str], *, types: bool = False
+) -> set[str]:
+    """The release modules a module imports (``from pkg import mod`` names ``pkg.mod`` when it is one);
+    ``types``: the imports under ``if TYPE_CHECKING:`` count too."""
     known = set(known)
     package = name if is_package else name.rpartition(".")[0]
     out: set[str] = set()
@@ -52,7 +55,7 @@ def imports(source: str, name: str, is_package: bool, known: Iterable[str]) -> s
     def walk(nodes: list[ast.stmt]) -> None:
         for node in nodes:
             if isinstance(node, ast.If) and _type_checking(node):
-                walk(node.orelse)
+                walk([*node.body, *node.orelse] if types else node.orelse)
                 continue
             if isinstance(node, ast.Import):
                 out.update(a.name for a in node.names)
@@ -73,10 +76,10 @@ def imports(source: str, name: str, is_package: bool, known: Iterable[str]) -> s
     return {m for m in out if m in known and m != name}
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(*, types: bool = False) -> dict[str, set[str]]:
     paths = {module_name(p): p for p in RELEASE.rglob("*.py")}
     return {
-        name: imports(path.read_text(encoding="utf-8"), name, path.name == "__init__.py", paths)
+        name: imports(path.read_text(encoding="utf-8"), name, path.name == "__init__.py", paths, types=types)
         for name, path in paths.items()
     }
 
@@ -166,6 +169,11 @@ def test_no_import_cycle_inside_release() -> None:
     assert found == [], f"import cycles inside release/: {found}"
 
 
+def test_no_import_cycle_inside_release_counting_type_only_imports() -> None:
+    found = [sorted(c) for c in cycles(import_graph(types=True))]
+    assert found == [], f"import cycles inside release/, ``if TYPE_CHECKING:`` imports counted: {found}"
+
+
 def test_the_floor_imports_no_stage() -> None:
     graph = import_graph()
     wrong = {}
@@ -189,6 +197,15 @@ def test_the_guards_fail_on_what_they_guard() -> None:
         known,
     )
     assert cycles({"release.a": a, "release.b": b, "release.c": c}) == [frozenset({"release.a", "release.b"})]
+    typed = imports(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from release import a\n",
+        "release.c",
+        False,
+        known,
+        types=True,
+    )
+    assert typed == {"release.a"}  # a type-only import, counted when asked
+    assert cycles({"release.a": {"release.c"}, "release.c": typed}) == [frozenset({"release.a", "release.c"})]
     floor = imports(
         "from release.audit.model import Finding\n", "release.core.x", False, {"release.audit.model"}
     )
