@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from release.core.errors import ToolError
+from release.resources.cuda_gpus import Gpu, GpuKind, JetPack, gpu_entry
 from release.resources.cuda_headers import SystemLibrary, parse_headers
 
 __all__ = [
@@ -28,6 +29,8 @@ __all__ = [
     "CudaLibrary",
     "CudaRelease",
     "Gpu",
+    "GpuKind",
+    "JetPack",
     "ResourceError",
     "Shipping",
     "SystemLibrary",
@@ -120,14 +123,6 @@ class CudaLibrary:
         return f"{self.title} of CUDA {which} ({soname}, from {packages})"
 
 
-@dataclass(frozen=True)
-class Gpu:
-    name: str  # "H100 / H200 / GH200"
-    major: int
-    minor: int
-    since: tuple[int, int] | None = None  # the first CUDA release whose driver knows it; None: older
-
-
 Version = tuple[int, int]
 
 
@@ -200,6 +195,44 @@ class CudaFacts:
             f"{text!r}: write the CUDA version the driver supports ('13.0', as nvidia-smi prints it) "
             "or the driver version ('580.159.04')"
         )
+
+    @property
+    def cpus(self) -> tuple[str, ...]:
+        """Every CPU the GPU table names, in table order."""
+        return tuple(dict.fromkeys(c for g in self.gpus for c in g.cpus))
+
+    def cpu_of_platform(self, tag: str | None) -> str | None:
+        """The CPU of a row's platform or of a wheel's platform tag (a manylinux tag ends with it), by the
+        CPUs the GPU table names; None when the tag names none of them (``any``) or is None."""
+        if not tag:
+            return None
+        return next((c for c in self.cpus if tag == c or tag.endswith("_" + c)), None)
+
+    def gpus_for(self, cpu: str | None, cuda_major: int | None = None) -> tuple[Gpu, ...]:
+        """The GPUs a wheel for ``cpu`` of CUDA ``cuda_major`` can reach (:meth:`Gpu.serves`), in table
+        order; every GPU when ``cpu`` is None."""
+        return tuple(g for g in self.gpus if g.serves(cpu, cuda_major))
+
+    def out_of_reach(self, cpu: str | None, cuda_major: int | None) -> tuple[tuple[Gpu, str], ...]:
+        """The GPUs of ``cpu`` that a generic wheel of CUDA ``cuda_major`` cannot reach, each with why."""
+        out = []
+        for g in self.gpus:
+            if (cpu is None or not g.cpus or cpu in g.cpus) and not g.serves(cpu, cuda_major):
+                stacks = ", ".join(
+                    f"JetPack {j.jetpack}: CUDA {j.cuda} ({j.stack.upper()})" for j in g.jetpack
+                )
+                out.append(
+                    (
+                        g,
+                        f"no JetPack for it runs the generic aarch64 (SBSA) CUDA {cuda_major} stack ({stacks})",
+                    )
+                )
+        return tuple(out)
+
+    def gpu(self, major: int, minor: int) -> Gpu:
+        """The first named GPU of that capability, else an unnamed discrete one."""
+        named = next((g for g in self.gpus if (g.major, g.minor) == (major, minor)), None)
+        return named or Gpu(f"compute capability {major}.{minor}", major, minor)
 
     def library(self, soname: str) -> CudaLibrary | None:
         """The library a soname or file name belongs to (exact stem first, then the longest family)."""
@@ -326,13 +359,7 @@ def parse(text: str, source: str = SOURCE) -> CudaFacts:
     gpus: list[Gpu] = []
     for index, entry in enumerate(gpu["named"] or []):
         where = f"gpu.named[{index}]"
-        if not isinstance(entry, dict) or set(entry) != {"name", "cc"}:
-            raise _fail(where, "must be { name, cc }")
-        major, minor = _capability(entry["cc"], f"{where}.cc")
-        if (major, minor) not in capabilities:
-            raise _fail(f"{where}.cc", f"{entry['cc']!r} is not in gpu.capabilities")
-        since = _since(gpu.get("since"), entry["cc"])
-        gpus.append(Gpu(_str(entry["name"], f"{where}.name"), major, minor, since))
+        gpus.append(gpu_entry(entry, where, capabilities, gpu.get("since"), _fail))
     runners_ = raw.get("runners")
     if not isinstance(runners_, dict) or not runners_:
         raise _fail("runners", "must map CPU architectures to runner labels")
@@ -354,15 +381,6 @@ def parse(text: str, source: str = SOURCE) -> CudaFacts:
         headers.driver,
         headers.system,
     )
-
-
-def _since(table: object, cc: str) -> Version | None:
-    """``gpu.since["9.0"]``: the first release whose driver knows the GPU."""
-    if table is None:
-        return None
-    if not isinstance(table, dict):
-        raise _fail("gpu.since", "must map compute capabilities to CUDA releases")
-    return _version(table[cc], f'gpu.since."{cc}"') if cc in table else None
 
 
 def _version(text: object, where: str) -> Version:

@@ -160,7 +160,7 @@ def test_what_the_corpus_shows(empty: Path) -> None:
     assert cufile["compute_86"]["emitted_by"] == "CUDA 11.1"
     nvshmem = found["nvidia_nvshmem_cu13"]["inventory"][0]
     assert nvshmem["loads"] and nvshmem["units"]["relocatable"] > 0
-    assert "does not run on H100 / H200 / GH200 (9.0)" not in messages["nvidia_nvshmem_cu13"]
+    assert "does not run on H100 / H200 (9.0)" not in messages["nvidia_nvshmem_cu13"]
     nccl = next(r for r in found["nvidia_nccl_cu13"]["gpu_table"] if r["cc"] == "9.0")
     assert nccl["wheel"] == "partial"  # its sm_100f units hold Blackwell-only kernels
     assert "embeds device code as data: 34 fatbins in .rodata" in messages["nvidia_cusparse"]

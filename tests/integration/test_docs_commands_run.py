@@ -97,7 +97,7 @@ HOW: dict[str, Need] = {
         "runs",
         argv=f"audit {GOOD} --runs-on 8.0,9.0 --driver 13.0",
         cwd="empty",
-        expect="every library runs on a CUDA 13.0 driver on ['A100', 'H100 / H200 / GH200'] (--runs-on)",
+        expect="every library runs on a CUDA 13.0 driver on ['A100', 'H100 / H200'] (--runs-on)",
     ),
     # rows-toml.md names the option; run on the fixture that embeds a cubin as data, with its claim
     "audit --allow embedded-device-code": Need(

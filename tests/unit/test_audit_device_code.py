@@ -169,7 +169,11 @@ def test_support_rules() -> None:
     table = {
         (row.major, row.minor): row.libraries["pkg/lib/libk.so"]
         for row in gpus.gpu_table(
-            contents(lib("pkg/lib/libk.so", fatbin("sm_80", "sm_90a", "sm_100f", "compute_90"))), cuda()
+            contents(
+                lib("pkg/lib/libk.so", fatbin("sm_80", "sm_90a", "sm_100f", "compute_90")),
+                platform_tags=("manylinux_2_28_aarch64",),  # Jetson Thor and Orin live beside arm CPUs
+            ),
+            cuda(),
         )
     }
     assert table[(7, 5)] == "none"
@@ -177,13 +181,14 @@ def test_support_rules() -> None:
     assert table[(9, 0)] == "native"  # sm_90a on exactly 9.0
     assert table[(10, 0)] == table[(10, 3)] == "native"  # sm_100f on the 10.x family
     assert table[(11, 0)] == table[(12, 0)] == "ptx-jit"  # compute_90 JITs upward
+    assert table[(8, 7)] == "none"  # Jetson Orin (Tegra) runs no SASS but its own 8.7, and PTX 9.0 is newer
 
 
 def test_a_library_is_native_only_if_every_translation_unit_is() -> None:
     k = lib("pkg/lib/libk.so", fatbin("sm_80", "sm_90", "compute_90"), fatbin("sm_80", "compute_90"))
     found = failing(gpus.check(contents(k), cuda()))
     assert found == [
-        "libk.so does not run natively on H100 / H200 / GH200 (9.0), which the claim names: 1 of its 2 "
+        "libk.so does not run natively on H100 / H200 (9.0), which the claim names: 1 of its 2 "
         "translation units with kernels carry no SASS for it; the driver would have to JIT-compile their PTX"
     ]
     none = failing(
@@ -204,7 +209,7 @@ def test_gpu_table_wheel_column_is_the_worst_library() -> None:
     b = lib("pkg/lib/libb.so", fatbin("sm_90"))
     rows = {r.name: r for r in gpus.gpu_table(contents(a, b), cuda())}
     assert rows["A100"].claimed and rows["A100"].wheel == "none"
-    assert rows["H100 / H200 / GH200"].wheel == "native"
+    assert rows["H100 / H200"].wheel == "native"
     assert not rows["L4 / RTX 40"].claimed
 
 

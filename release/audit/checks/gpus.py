@@ -1,11 +1,13 @@
 """Check ``gpus``: which named GPUs each library runs on, per translation unit that holds kernels.
 
-For every named GPU of :mod:`release.resources.cuda` and every library with device code, each
+For every named GPU of :mod:`release.resources.cuda` the wheel can reach (its CPU's, :func:`population`)
+and every library with device code, each
 of its translation units that holds kernels (:attr:`Library.kernel_units`: nvcc's link-step
 fatbinary and units of host code only run nothing, and are listed apart) is:
 
-* ``native``: it has SASS that runs on the GPU (:func:`release.policy.archs.sass_runs_on`:
-  ``sm_XY`` on X.Z for Z >= Y, ``sm_XYa`` on X.Y only, ``sm_XYf`` on the X family from X.Y);
+* ``native``: it has SASS that runs on the GPU (:meth:`release.resources.cuda.Gpu.runs_sass`:
+  ``sm_XY`` on X.Z for Z >= Y, ``sm_XYa`` on X.Y only, ``sm_XYf`` on the X family from X.Y, on a
+  discrete GPU; on a Tegra GPU (Jetson Orin 8.7, Thor 11.0) only SASS built for its own capability);
 * ``ptx-jit``: no such SASS, but PTX the driver JIT-compiles for it (slow first start);
 * ``none``: neither, or a driver that cannot run it (``--driver``/the train's oldest driver:
   PTX newer than the driver's release, or a CUDA major newer than the driver's).
@@ -45,7 +47,7 @@ from release.audit.checks.libraries import HOST_ONLY_HINT
 from release.audit.drivers import Need, library_cuda_major, need_for_entry, need_for_gpu, need_for_major
 from release.audit.model import Check, Contents, Expectation, Finding, GpuRow, Library, fail, ok
 from release.binary.fatbin import Fatbinary
-from release.policy.archs import Support, ptx_runs_on, sass_runs_on
+from release.policy.archs import Support, ptx_runs_on
 from release.resources.cuda import Gpu, cuda
 
 CHECK = "gpus"
@@ -63,12 +65,19 @@ class Cell:
     why: str = ""  # for "none" because of the driver or the loader
 
 
-def fatbin_support(fb: Fatbinary, major: int, minor: int) -> Support:
-    if any(e.kind == "sass" and sass_runs_on(e.arch, e.variant, major, minor) for e in fb.entries):
+def fatbin_support_on(fb: Fatbinary, gpu: Gpu) -> Support:
+    """How one fatbinary runs on ``gpu``, by the GPU's own rule (:meth:`Gpu.runs_sass`: a Tegra GPU runs
+    only SASS built for its own capability)."""
+    if any(e.kind == "sass" and gpu.runs_sass(e.arch, e.variant) for e in fb.entries):
         return "native"
-    if any(e.kind == "ptx" and ptx_runs_on(e.arch, e.variant, major, minor) for e in fb.entries):
+    if any(e.kind == "ptx" and gpu.runs_ptx(e.arch, e.variant) for e in fb.entries):
         return "ptx-jit"
     return "none"
+
+
+def fatbin_support(fb: Fatbinary, major: int, minor: int) -> Support:
+    """How one fatbinary runs on a GPU of capability ``major.minor`` (the named GPU's rule)."""
+    return fatbin_support_on(fb, cuda().gpu(major, minor))
 
 
 def _jit_need(fb: Fatbinary, major: int, minor: int) -> Need | None:
@@ -95,7 +104,7 @@ def cell(lib: Library, gpu: Gpu, expectation: Expectation) -> Cell:
     major = library_cuda_major(lib, expectation)
     needs: list[Need] = [n for n in (need_for_gpu(gpu), need_for_major(major) if major else None) if n]
     for fb in units:
-        level = fatbin_support(fb, gpu.major, gpu.minor)
+        level = fatbin_support_on(fb, gpu)
         counts[level] += 1
         if level == "ptx-jit" and (jit := _jit_need(fb, gpu.major, gpu.minor)) is not None:
             needs.append(jit)
@@ -120,13 +129,26 @@ def _libraries(contents: Contents) -> list[Library]:
     ]
 
 
+def population(contents: Contents | None, expectation: Expectation) -> tuple[Gpu, ...]:
+    """The named GPUs the wheel can reach: those of its CPU (the row's platform tag, else the wheel's
+    own; every GPU when neither names a CPU the table knows) that a generic wheel of its CUDA major can
+    reach (a Jetson only through a JetPack on the server-ARM stack of that major)."""
+    facts = cuda()
+    tags = [expectation.platform_tag] if expectation.platform_tag else []
+    if contents is not None and not tags:
+        tags = sorted(contents.wheel.platform_tags)
+    cpu = next((c for t in tags if (c := facts.cpu_of_platform(t)) is not None), None)
+    major = int(expectation.train.split(".")[0]) if expectation.train else None
+    return facts.gpus_for(cpu, major)
+
+
 def gpu_table(contents: Contents, expectation: Expectation) -> tuple[GpuRow, ...]:
     libs = _libraries(contents)
     if not libs:
         return ()
     rows = []
     driver = expectation.driver.label if expectation.driver else None
-    for gpu in cuda().gpus:
+    for gpu in population(contents, expectation):
         cells = {lib.path: cell(lib, gpu, expectation) for lib in libs}
         per_lib = {path: c.support for path, c in cells.items()}
         wheel = min(per_lib.values(), key=lambda s: _RANK[s])
@@ -154,8 +176,7 @@ def _strict(lib: Library, expectation: Expectation) -> list[tuple[int, int]]:
 
 
 def _gpu(major: int, minor: int) -> Gpu:
-    named = next((g for g in cuda().gpus if (g.major, g.minor) == (major, minor)), None)
-    return named or Gpu(f"compute capability {major}.{minor}", major, minor)
+    return cuda().gpu(major, minor)
 
 
 def _not_native(lib: Library, gpu: Gpu, c: Cell, who: str) -> Finding:
@@ -209,7 +230,7 @@ def _targets(fb: Fatbinary) -> str:
 def _runs_in_part(lib: Library, gpu: Gpu, c: Cell, expectation: Expectation) -> Finding:
     """``partial`` on a GPU of --runs-on: a pass, noting the units that hold kernels only for other GPUs."""
     total = sum(c.counts.values())
-    elsewhere = [fb for fb in lib.kernel_units if fatbin_support(fb, gpu.major, gpu.minor) == "none"]
+    elsewhere = [fb for fb in lib.kernel_units if fatbin_support_on(fb, gpu) == "none"]
     sets = Counter(_targets(fb) for fb in elsewhere)
     shown = [f"{n} with {names}" for names, n in sets.most_common(3)]
     if len(sets) > 3:
@@ -235,7 +256,7 @@ def _driver_findings(lib: Library, expectation: Expectation) -> list[Finding]:
         return []
     lost: list[str] = []
     need: Need | None = None
-    for gpu in cuda().gpus:
+    for gpu in population(None, expectation):
         c = cell(lib, gpu, expectation)
         if c.without_driver == "ptx-jit" and c.support == "none" and c.needs is not None:
             lost.append(f"{gpu.name} ({gpu.major}.{gpu.minor})")
