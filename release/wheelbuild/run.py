@@ -47,10 +47,11 @@ import release.wheelbuild.host.frontend
 from release.core import proc
 from release.core.errors import InputError, StepFailed, ToolError
 from release.core.log import say
-from release.core.machine import PythonInfo, find_python, host_platform
+from release.core.machine import PythonInfo, find_python
 from release.policy.load import load_policy
 from release.policy.matrix import Row
 from release.policy.model import Policy
+from release.resources.cpus import host_arch
 from release.wheelbuild.engine import BackendChoice, decide_backend
 from release.wheelbuild.host.backend import HostJob, build_host, one_wheel
 from release.wheelbuild.host.cross import (
@@ -196,7 +197,7 @@ def _setup(
         problem = cross_problem(row, base)
         if problem is not None:
             raise ToolError(
-                f"row {row.id} is for {row.platform} and this machine is {host_platform()}: {problem}; or build "
+                f"row {row.id} is for {row.platform} and this machine is {host_arch()}: {problem}; or build "
                 f"it on a {row.platform} machine, or with --backend container where an engine (and QEMU) works"
             )
         notes = (*notes, cross_note(row))
@@ -205,7 +206,7 @@ def _setup(
     system = read_build_system(project_dir)
     if needs_cross(row) and (problem := linked_requirement_problem(system.requires, row.platform)):
         raise ToolError(
-            f"row {row.id} cannot be cross-compiled on this {host_platform()} machine: {problem} "
+            f"row {row.id} cannot be cross-compiled on this {host_arch()} machine: {problem} "
             f"({system.source}); build it with --backend container (its {row.platform} builder image, under "
             f"emulation here) or on a {row.platform} machine"
         )

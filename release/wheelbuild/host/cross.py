@@ -46,9 +46,11 @@ from release.core import proc
 from release.core.errors import ToolError
 from release.core.locks import install_once
 from release.core.log import say
-from release.core.machine import CROSS_PACKAGES, TRIPLETS, PythonInfo, host_platform
+from release.core.machine import PythonInfo
 from release.core.pip import NO_PIP_CONFIG, platform_tags
 from release.policy.matrix import Row
+from release.resources.cpus import Cpu, host_arch
+from release.resources.cpus import arch as cpu_arch
 from release.wheelbuild.repair.contract import requirement_text
 from release.wheelbuild.toolchain import Toolchain
 
@@ -84,12 +86,18 @@ class CrossTarget:
 
 
 def needs_cross(row: Row, host: str | None = None) -> bool:
-    return row.platform != (host or host_platform())
+    return row.platform != (host or host_arch())
+
+
+def _cpu(arch: str) -> Cpu:  # release/resources/cpus.toml's arch; ToolError for one it does not know
+    if (cpu := cpu_arch(arch)) is None:
+        raise ToolError(f"no cross compilers are known for {arch} (release/resources/cpus.toml)")
+    return cpu
 
 
 def sysconfig_name(target: str) -> str:
     """CPython's name of a platform's sysconfig data module (no ABI flags: a GIL build)."""
-    return f"_sysconfigdata__linux_{TRIPLETS[target]}"
+    return f"_sysconfigdata__linux_{_cpu(target).triplet}"
 
 
 def target_sysconfig(
@@ -97,7 +105,7 @@ def target_sysconfig(
 ) -> dict[str, Any]:
     """The target's sysconfig variables from the host CPython's: its triplet and arch in every
     text value (``EXT_SUFFIX``, ``SOABI``, ``MULTIARCH``, ``HOST_GNU_TYPE``), its compilers."""
-    host_triplet, target_triplet = TRIPLETS[host], TRIPLETS[target]
+    host_triplet, target_triplet = _cpu(host).triplet, _cpu(target).triplet
 
     def swap(value: object) -> object:
         if not isinstance(value, str):
@@ -142,11 +150,13 @@ def meson_cross_text(arch: str, triplet: str, cc: Path, cxx: Path, nvcc: Path | 
     if nvcc is not None:
         tools["cuda"] = str(nvcc)
     binaries = "".join(f"{k} = {_meson_str(v)}\n" for k, v in tools.items())
+    cpu = _cpu(arch)
     return (
         "# wheelwright: the target of a cross build (release/wheelbuild/host/cross.py)\n"
         f"[binaries]\n{binaries}\n"
         "[host_machine]\nsystem = 'linux'\n"
-        f"cpu_family = {_meson_str(arch)}\ncpu = {_meson_str(arch)}\nendian = 'little'\n"
+        f"cpu_family = {_meson_str(cpu.meson_cpu_family)}\ncpu = {_meson_str(cpu.meson_cpu)}\n"
+        f"endian = {_meson_str('little' if cpu.little_endian else 'big')}\n"
     )
 
 
@@ -243,9 +253,9 @@ def runtime_pin(row: Row) -> str:
 
 def cross_note(row: Row, host: str | None = None) -> str:
     """The one line a plan and a build say about a cross build."""
-    triplet = TRIPLETS[row.platform]
+    triplet = _cpu(row.platform).triplet
     return (
-        f"{row.platform} row on this {host or host_platform()} machine: cross-compiled with {triplet}-g++ "
+        f"{row.platform} row on this {host or host_arch()} machine: cross-compiled with {triplet}-g++ "
         f"(no emulation while building); _PYTHON_HOST_PLATFORM=linux-{row.platform} and the target's sysconfig "
         "name the wheel's tag and extension suffix"
     )
@@ -256,14 +266,15 @@ def cross_note(row: Row, host: str | None = None) -> str:
 
 def cross_problem(row: Row, env: Mapping[str, str]) -> str | None:
     """Why ``row`` cannot be cross-compiled here, or None."""
-    if row.platform not in TRIPLETS:
+    cpu = cpu_arch(row.platform)
+    if cpu is None or not cpu.cross_packages:
         return f"no cross compilers are known for {row.platform}"
-    triplet = TRIPLETS[row.platform]
+    triplet = cpu.triplet
     missing = [t for t in ("gcc", "g++") if shutil.which(f"{triplet}-{t}", path=env.get("PATH")) is None]
     if missing:
         return (
             f"cross-compiling needs {', '.join(f'{triplet}-{t}' for t in missing)} on PATH: apt-get install "
-            f"{CROSS_PACKAGES[row.platform]} (scripts/setup.sh installs them)"
+            f"{' '.join(cpu.cross_packages)} (scripts/setup.sh installs them)"
         )
     return None
 
@@ -272,7 +283,7 @@ def _compilers(row: Row, env: Mapping[str, str]) -> tuple[Path, Path]:
     problem = cross_problem(row, env)
     if problem is not None:
         raise ToolError(f"row {row.id}: {problem}")
-    triplet = TRIPLETS[row.platform]
+    triplet = _cpu(row.platform).triplet
     cc, cxx = (shutil.which(f"{triplet}-{tool}", path=env.get("PATH")) for tool in ("gcc", "g++"))
     assert cc is not None and cxx is not None
     return Path(cc), Path(cxx)
@@ -292,7 +303,7 @@ def write_sysconfig(python: PythonInfo, target: str, cc: Path, cxx: Path, cache_
         step=f"reading {python.path}'s sysconfig",
     )
     host_vars = json.loads(result.stdout)
-    data = target_sysconfig(host_vars, host=host_platform(), target=target, cc=str(cc), cxx=str(cxx))
+    data = target_sysconfig(host_vars, host=host_arch(), target=target, cc=str(cc), cxx=str(cxx))
     text = f"# wheelwright: {target} sysconfig for a cross build, from {python.path}\nbuild_time_vars = {pprint.pformat(data, width=120)}\n"
     key = hashlib.sha256(text.encode()).hexdigest()[:16]
     final = cache_dir / "cross" / target / f"sysconfig-{python.version}-{key}"
@@ -306,10 +317,11 @@ def write_sysconfig(python: PythonInfo, target: str, cc: Path, cxx: Path, cache_
 
 
 def _real_include(home: Path) -> Path:
-    for folder in (home / "include", home / "targets" / "x86_64-linux" / "include"):
+    targets = home / "targets" / (_cpu(host_arch()).cuda_target or "")
+    for folder in (home / "include", targets / "include"):
         if (folder / "cuda_runtime.h").is_file():
             return folder
-    raise ToolError(f"no cuda_runtime.h under {home}/include or {home}/targets/x86_64-linux/include")
+    raise ToolError(f"no cuda_runtime.h under {home}/include or {targets}/include")
 
 
 def _download_runtime(pin: str, row: Row, dest: Path, env: Mapping[str, str]) -> Path:
@@ -456,11 +468,11 @@ def prepare_cross(
             toolchain, cuda_home=home, nvcc=home / "bin" / "nvcc", lib_dir=home / "lib"
         )
     meson = write_meson_cross(
-        meson_cross_text(arch, TRIPLETS[arch], cc, cxx, None if home is None else home / "bin" / "nvcc"),
+        meson_cross_text(arch, _cpu(arch).triplet, cc, cxx, None if home is None else home / "bin" / "nvcc"),
         arch,
         cache_dir,
     )
-    target = CrossTarget(arch, TRIPLETS[arch], cc, cxx, sysdir, sysconfig_name(arch), home, meson)
+    target = CrossTarget(arch, _cpu(arch).triplet, cc, cxx, sysdir, sysconfig_name(arch), home, meson)
     return target, cross_tc
 
 
