@@ -24,16 +24,16 @@ import nox
 sys.path.insert(0, str(Path(__file__).parent))
 
 from release.core.errors import WheelwrightError
-from release.core.machine import host_platform
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
+from release.resources.cpus import host_arch
 
 nox.needs_version = ">=2026.10.20"
 nox.options.default_venv_backend = "none"
 nox.options.sessions = ["plan"]
 
 POLICY = os.environ.get("WHEELWRIGHT_POLICY", "rows.toml")
-ARCH = os.environ.get("WHEELWRIGHT_ARCH", host_platform())
+ARCH = os.environ.get("WHEELWRIGHT_ARCH", host_arch())
 PY = sys.executable  # the interpreter running nox has wheelwright installed
 
 STEPS = {

@@ -396,9 +396,9 @@ def check_installs(
     """Each variant's pip and uv install lines, and, for a CUDA variant, what pip and uv pick with
     its index and the default index in both orders (the release's CPU index standing in for the
     default index). A wrong pick fails the newest-Python row of the variant (step publish)."""
-    from release.core.machine import host_platform
     from release.policy.targets import DEFAULT_INDEX
     from release.publish.index.client import resolve_simple_url
+    from release.resources.cpus import host_arch
     from release.smoke.resolve import install_cases
 
     default = resolve_simple_url(DEFAULT_INDEX)
@@ -419,9 +419,9 @@ def check_installs(
                 "(select the cpu rows too to check these lines)"
             )
             continue
-        for arch in sorted({r.row.platform for r in rows}, key=lambda a: (a != host_platform(), a)):
+        for arch in sorted({r.row.platform for r in rows}, key=lambda a: (a != host_arch(), a)):
             rep = max((r for r in rows if r.row.platform == arch), key=lambda r: version_key(_newest(r.row)))
-            where = "" if arch == host_platform() else f" for an {arch} machine ({rep.row.platform_tag})"
+            where = "" if arch == host_arch() else f" for an {arch} machine ({rep.row.platform_tag})"
             checked[(variant, arch)] = [
                 f"  checked with Python {_newest(rep.row)}{where} against the published indexes"
                 + (f", {stand_in} standing in for {default}:" if stand_in != default else ":")
@@ -455,7 +455,8 @@ def _run_checks(
     jobs: int,
 ) -> list[str]:
     """Ask pip and uv (in parallel) which wheel each case picks; a ✓ or ✗ line for each."""
-    from release.core.machine import find_python, host_platform
+    from release.core.machine import find_python
+    from release.resources.cpus import host_arch
     from release.smoke.resolve import Target, find_uv, picked, resolution_problem
 
     uv: Path | None = None
@@ -472,7 +473,7 @@ def _run_checks(
             if case.tool == "uv" and uv_error is not None:
                 raise uv_error
             row = rep.row
-            target = None if row.platform == host_platform() else Target(row.platform_tag, _newest(row))
+            target = None if row.platform == host_arch() else Target(row.platform_tag, _newest(row))
             chosen = picked(case, find_python(_newest(row), env=env).path, project, uv=uv, target=target)
         except WheelwrightError as exc:
             _fail(rep, "publish", f"{case.tool} check: {first_line(str(exc))}", exc.return_code)

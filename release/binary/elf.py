@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
@@ -43,6 +43,7 @@ from release.binary.elf_core import (
     read_segments,
     read_string,
 )
+from release.resources.cpus import cpus
 
 __all__ = [
     "ELF_MAGIC",
@@ -68,24 +69,13 @@ DT_RUNPATH = 29
 DT_VERNEED = 0x6FFFFFFE
 PT_INTERP = 3
 SHT_NOTE = 7
+EM_ARM = 40
 EM_X86_64 = 62
 NT_GNU_PROPERTY_TYPE_0 = 5
 GNU_PROPERTY_X86_ISA_1_NEEDED = 0xC0008002
 MAX_NOTES = 1 << 20  # note sections read whole only up to this size
 
-MACHINE_NAMES: dict[int, str] = {
-    3: "x86",
-    8: "mips",
-    20: "ppc",
-    21: "ppc64",
-    22: "s390",
-    40: "arm",
-    62: "x86_64",
-    183: "aarch64",
-    190: "cuda",
-    243: "riscv",
-    258: "loongarch",
-}
+MACHINE_NAMES: Mapping[int, str] = cpus().elf_machine_names  # release/resources/cpus.toml
 
 _TAG_NAMES = {
     DT_NEEDED: "DT_NEEDED",

@@ -23,25 +23,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from release.binary.elf import ElfError, ElfInfo, read_elf
+from release.binary.elf import EM_ARM, EM_X86_64, ElfError, ElfInfo, read_elf
+from release.resources.cpus import cpus
 
 __all__ = ["Dependency", "ElfPlatform", "Resolver", "Tree", "platform_of"]
 
 _ORIGIN = re.compile(r"\$(ORIGIN|\{ORIGIN\})")
 _LIBPYTHON = re.compile(r"^libpython\d+\.\d+m?.so(\.\d)*$")
-# (e_machine, class, little endian) -> auditwheel's baseline architecture
-_ARCH = {
-    (3, 32, True): "i686",
-    (62, 64, True): "x86_64",
-    (21, 64, True): "ppc64le",
-    (21, 64, False): "ppc64",
-    (243, 64, True): "riscv64",
-    (183, 64, True): "aarch64",
-    (22, 64, False): "s390x",
-    (40, 32, True): "armv7l",
-    (258, 64, True): "loongarch64",
-}
-_X86_LEVELS = ("x86_64", "x86_64_v2", "x86_64_v3", "x86_64_v4")
+# (e_machine, class, little endian) -> auditwheel's baseline architecture: release/resources/cpus.toml
+_ARCH = {(c.elf_machine, c.elf_class, c.little_endian): c.name for c in cpus().by_name.values()}
+_X86 = cpus().by_elf(EM_X86_64, 64, True)
+_ARMV7 = cpus().by_elf(EM_ARM, 32, True)
+# auditwheel's x86-64 microarchitecture levels: the baseline's name, then _v2, _v3, _v4
+_X86_LEVELS = () if _X86 is None else (_X86.name, *(f"{_X86.name}_v{n}" for n in (2, 3, 4)))
 _LINUX_ABIS = frozenset({0, 3})  # ELFOSABI_NONE/SYSV and ELFOSABI_GNU/LINUX load alike
 _EF_ARM_EABIMASK, _EF_ARM_EABI_VER5, _EF_ARM_ABI_FLOAT_HARD = 0xFF000000, 0x05000000, 0x00000400
 
@@ -72,21 +66,21 @@ def platform_of(info: ElfInfo) -> ElfPlatform:
     error: str | None = None
     if base is None:
         error = "Unknown architecture"
-    elif base == "x86_64" and info.x86_isa_needed is not None:
+    elif _X86 is not None and base == _X86.name and info.x86_isa_needed is not None:
         data = info.x86_isa_needed & ~1
         if data & 8:
-            extended = "x86_64_v4"
+            extended = _X86_LEVELS[3]
         elif data & 4:
-            extended = "x86_64_v3"
+            extended = _X86_LEVELS[2]
         elif data & 2:
-            extended = "x86_64_v2"
+            extended = _X86_LEVELS[1]
         elif data:
-            error = "unknown x86_64 ISA"
-    elif base == "armv7l":
+            error = f"unknown {base} ISA"
+    elif _ARMV7 is not None and base == _ARMV7.name:
         if info.flags & _EF_ARM_EABIMASK != _EF_ARM_EABI_VER5:
-            error, base = "Invalid ARM EABI version for armv7l", None
+            error, base = f"Invalid ARM EABI version for {base}", None
         elif info.flags & _EF_ARM_ABI_FLOAT_HARD != _EF_ARM_ABI_FLOAT_HARD:
-            error, base = "armv7l shall use hard-float", None
+            error, base = f"{base} shall use hard-float", None
     return ElfPlatform(info.osabi, info.elf_class, little, info.machine, base, extended, error)
 
 

@@ -51,8 +51,8 @@ def resolve_rows(
     pr: bool = False,
     offered: Offered | None = None,
 ) -> tuple[Row, ...]:
-    from release.core.machine import host_platform
     from release.policy.matrix import check_offered, expand, pick_pr_row, select
+    from release.resources.cpus import host_arch
 
     rows = expand(policy)
     if offered is not None and not pr:
@@ -60,7 +60,7 @@ def resolve_rows(
     if pr:
         if patterns:
             raise SelectionError("--pr chooses its one row by preference; drop the row globs")
-        return (pick_pr_row(rows, platform or host_platform(), offered),)
+        return (pick_pr_row(rows, platform or host_arch(), offered),)
     return select(policy, rows, patterns=tuple(patterns), platform=platform)
 
 
@@ -175,15 +175,15 @@ def selected_arch(
 
 
 def rows_from_args(args: argparse.Namespace) -> tuple[Policy, tuple[Row, ...]]:
-    from release.core.machine import host_platform
     from release.policy.load import load_policy
+    from release.resources.cpus import host_arch
 
     policy = load_policy(args.policy)
     rows = resolve_rows(
         policy,
         patterns=args.rows,
         platform=selected_arch(
-            getattr(args, "command", "") or "", args.platform, args.rows, os.environ, host_platform()
+            getattr(args, "command", "") or "", args.platform, args.rows, os.environ, host_arch()
         ),
         pr=args.pr,
         offered=_load_offered(args.offered),

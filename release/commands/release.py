@@ -129,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
             f"the working tree has uncommitted changes ({shown}); a release is built from committed "
             "sources only. Commit or stash them (or pass --allow-dirty for a local experiment)."
         )
-    from release.core.machine import default_cache_dir, host_platform
+    from release.core.machine import default_cache_dir
+    from release.resources.cpus import host_arch
     from release.smoke.run import Timeouts, probe_timeout
 
     timeouts = Timeouts(probe=probe_timeout(args.probe_timeout, os.environ))
@@ -140,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         target_name=target,
         dist=Path(args.dist),
         cache_dir=default_cache_dir(os.environ),
-        host=host_platform(),
+        host=host_arch(),
         backend=args.backend,
         publish=not args.no_publish,
         smoke_timeouts=timeouts,

@@ -1,7 +1,7 @@
-"""This machine: its wheelwright cache folder, its platform name, and its CPython interpreters
-(:func:`find_python`: ``python3.12`` on PATH, then pyenv's versions), which the build and the
-smoke stage both run. Another CPU's interpreters, run under emulation, are
-:func:`release.emulate.python.find_python`'s: a :class:`PythonInfo` with its own ``env``."""
+"""This machine: its wheelwright cache folder and its CPython interpreters (:func:`find_python`:
+``python3.12`` on PATH, then pyenv's versions), which the build and the smoke stage both run. Its
+CPU is :func:`release.resources.cpus.host_arch`'s. Another CPU's interpreters, run under emulation,
+are :func:`release.emulate.python.find_python`'s: a :class:`PythonInfo` with its own ``env``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import platform as _platform
 import re
 import shutil
 from collections.abc import Mapping
@@ -20,26 +19,6 @@ from release.core.errors import StepFailed, ToolError
 
 CACHE_VAR = "WHEELWRIGHT_CACHE"
 PROBE_TIMEOUT_S = 60.0  # asking an interpreter or pyenv a question
-# GNU triplet of each CPU arch (manylinux's names), and the Debian packages of its cross compilers
-# and libc: the cross build, the audit's C++ consumer and the emulated smoke name them from here
-TRIPLETS: Mapping[str, str] = {
-    "x86_64": "x86_64-linux-gnu",
-    "aarch64": "aarch64-linux-gnu",
-    "ppc64le": "powerpc64le-linux-gnu",
-    "s390x": "s390x-linux-gnu",
-    "i686": "i686-linux-gnu",
-    "armv7l": "arm-linux-gnueabihf",
-    "riscv64": "riscv64-linux-gnu",
-}
-CROSS_PACKAGES: Mapping[str, str] = {
-    "x86_64": "g++-x86-64-linux-gnu libc6-dev-amd64-cross",
-    "aarch64": "g++-aarch64-linux-gnu libc6-dev-arm64-cross",
-    "ppc64le": "g++-powerpc64le-linux-gnu libc6-dev-ppc64el-cross",
-    "s390x": "g++-s390x-linux-gnu libc6-dev-s390x-cross",
-    "i686": "g++-i686-linux-gnu libc6-dev-i386-cross",
-    "armv7l": "g++-arm-linux-gnueabihf libc6-dev-armhf-cross",
-    "riscv64": "g++-riscv64-linux-gnu libc6-dev-riscv64-cross",
-}
 
 
 def default_cache_dir(env: Mapping[str, str]) -> Path:
@@ -54,11 +33,6 @@ def default_cache_dir(env: Mapping[str, str]) -> Path:
     xdg = env.get("XDG_CACHE_HOME", "")
     base = Path(xdg) if xdg else Path(env.get("HOME", str(Path.home()))) / ".cache"
     return base / "wheelwright"
-
-
-def host_platform() -> str:
-    machine = _platform.machine().lower()
-    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
 
 
 # --------------------------------------------------------------------------- pythons

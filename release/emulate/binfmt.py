@@ -12,12 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.core.errors import ToolError
-from release.core.machine import host_platform
+from release.resources.cpus import arch as cpu_arch
+from release.resources.cpus import cpus, host_arch
 
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
-# the binfmt_misc entry name, the qemu-user program and its Debian package, per target CPU
-QEMU = {"aarch64": "qemu-aarch64"}
+# the binfmt_misc entry's name is its qemu-user program's (cpus.toml's qemu), from these Debian packages
 QEMU_PACKAGES = ("qemu-user-static", "binfmt-support")
+
+
+def _qemu(target: str) -> str | None:
+    """The qemu-user program (and binfmt_misc entry) that runs ``target``'s programs; None: not emulated."""
+    cpu = cpu_arch(target)
+    return cpu.qemu if cpu is not None else None
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,7 @@ def read_state(target: str, binfmt_dir: Path = BINFMT_DIR) -> BinfmtState:
         status = (binfmt_dir / "status").read_text(encoding="utf-8").strip()
     except OSError:
         return BinfmtState(False, False, None, False)
-    name = QEMU.get(target)
+    name = _qemu(target)
     entry = None
     if name is not None:
         try:
@@ -86,7 +92,7 @@ def enable_commands(target: str, state: BinfmtState) -> tuple[str, ...]:
 
     Installing the packages registers the entry; the mount is needed where ``binfmt_misc`` is
     not mounted (a container); ``update-binfmts --enable`` turns a disabled entry back on."""
-    name = QEMU.get(target, f"qemu-{target}")
+    name = _qemu(target) or f"qemu-{target}"
     commands: list[str] = []
     if state.entry is None or not state.interpreter_exists:
         commands += ["apt-get update", f"apt-get install -y {' '.join(QEMU_PACKAGES)}"]
@@ -103,11 +109,10 @@ def decide(target: str, host: str, state: BinfmtState) -> Capability:
     """Whether ``target`` programs run on a ``host`` machine whose kernel is in ``state`` (pure)."""
     if target == host:
         return Capability(target, host, True, "native", f"{target} is this machine's own CPU")
-    name = QEMU.get(target)
+    name = _qemu(target)
     if name is None:
-        return Capability(
-            target, host, False, "no", f"no emulation of {target} is known here (only {sorted(QEMU)})"
-        )
+        known = sorted(c.name for c in cpus().by_name.values() if c.qemu)
+        return Capability(target, host, False, "no", f"no emulation of {target} is known here (only {known})")
     fix = enable_commands(target, state)
     if not state.mounted:
         why = f"binfmt_misc is not mounted on {BINFMT_DIR}"
@@ -127,7 +132,7 @@ def decide(target: str, host: str, state: BinfmtState) -> Capability:
 
 def capability(target: str, binfmt_dir: Path = BINFMT_DIR) -> Capability:
     """:func:`decide` for this machine."""
-    host = host_platform()
+    host = host_arch()
     state = read_state(target, binfmt_dir) if target != host else BinfmtState(True, True, None, False)
     return decide(target, host, state)
 

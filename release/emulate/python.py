@@ -11,10 +11,11 @@ from pathlib import Path
 
 from release.core import machine
 from release.core.errors import ToolError
-from release.core.machine import PythonInfo, default_cache_dir, host_platform
+from release.core.machine import PythonInfo, default_cache_dir
 from release.emulate import binfmt
 from release.emulate.recipes import load
 from release.emulate.sysroot import Log, Sysroot, ensure_sysroot
+from release.resources.cpus import host_arch
 
 
 def emulated_python(
@@ -38,7 +39,7 @@ def find_python(version: str, arch: str | None = None, *, env: Mapping[str, str]
     This machine's CPU: :func:`release.core.machine.find_python` (PATH, then pyenv). Another:
     the emulated interpreter of :func:`emulated_python`, its sysroot in ``env``'s wheelwright
     cache (:func:`release.core.machine.default_cache_dir`)."""
-    host = host_platform()
+    host = host_arch()
     if arch is None or arch == host:
         return machine.find_python(version, env=env)
     info, _sysroot = emulated_python(version, arch, cache_dir=default_cache_dir(env))
@@ -49,7 +50,7 @@ def emulation_problem(version: str, arch: str) -> str | None:
     """Why CPython ``version`` for ``arch`` cannot run on this machine, or None when it can (its
     own CPU, or emulation set up and a recipe for that Python). Cheap: it reads the kernel's
     ``binfmt_misc`` files and the recipes, and makes no sysroot (:func:`find_python` does)."""
-    if arch == host_platform():
+    if arch == host_arch():
         return None
     try:
         binfmt.require(arch)

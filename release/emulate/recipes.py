@@ -14,14 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from release.core.errors import ToolError
-from release.core.machine import TRIPLETS
+from release.resources.cpus import Cpu, cpus
 
 RECIPES_FILE = Path(__file__).with_name("sysroots.toml")
 SCHEMA_VERSION = 1
-# Debian's architecture name for each CPU of the policy (triplets: release.core.machine.TRIPLETS)
-DEBIAN_ARCH = {"aarch64": "arm64", "x86_64": "amd64"}
 LAYOUT_VERSION = 1  # how a sysroot is laid out and checked (release.emulate.sysroot); in the key
 _PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+
+
+def sysroot_arches() -> tuple[str, ...]:
+    """The CPUs Debian CPython sysroots are made for (``sysroot = true`` in release/resources/cpus.toml)."""
+    return tuple(c.name for c in cpus().by_name.values() if c.sysroot)
 
 
 @dataclass(frozen=True)
@@ -34,12 +37,16 @@ class Recipe:
     packages: tuple[str, ...]
 
     @property
+    def cpu(self) -> Cpu:
+        return cpus().by_name[self.arch]  # validated on load: an arch with sysroots
+
+    @property
     def debian_arch(self) -> str:
-        return DEBIAN_ARCH[self.arch]
+        return self.cpu.debian
 
     @property
     def triplet(self) -> str:
-        return TRIPLETS[self.arch]
+        return self.cpu.triplet
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -107,8 +114,8 @@ def parse(data: dict[str, Any]) -> Recipes:
         if unknown:
             raise _bad(where, f"unknown key {unknown[0]!r} (known: arch, packages, suite)")
         arch, suite = table.get("arch"), table.get("suite")
-        if arch not in DEBIAN_ARCH:
-            raise _bad(f"{where}.arch", f"{arch!r} is not one of {sorted(DEBIAN_ARCH)}")
+        if arch not in sysroot_arches():
+            raise _bad(f"{where}.arch", f"{arch!r} is not one of {sorted(sysroot_arches())}")
         if not isinstance(suite, str) or not suite.isalpha():
             raise _bad(f"{where}.suite", f"{suite!r} is not a Debian suite name")
         packages = _strings(table.get("packages"), f"{where}.packages")

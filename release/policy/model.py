@@ -11,9 +11,10 @@ from typing import Literal
 from release.core.errors import InputError
 from release.policy.archs import Arch
 from release.policy.targets import IndexTarget, Target
+from release.resources.cpus import cpus
 
 SCHEMA_VERSION = 1
-MANYLINUX_ARCHS = ("x86_64", "aarch64", "ppc64le", "s390x", "i686", "armv7l")
+MANYLINUX_ARCHS = cpus().manylinux  # release/resources/cpus.toml
 EnableDisable = Literal["enable", "disable"]
 RejectAllow = Literal["reject", "allow"]
 # How the project tags its wheels: one per CPython (cp312-cp312), CPython's stable ABI

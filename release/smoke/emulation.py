@@ -11,30 +11,34 @@ from __future__ import annotations
 import dataclasses
 
 from release.core.errors import ToolError
-from release.core.machine import PythonInfo, host_platform
+from release.core.machine import PythonInfo
+from release.resources.cpus import arch as cpu_arch
+from release.resources.cpus import host_arch
 from release.smoke.evaluate import Outcome
 
 
 def foreign_python(info: PythonInfo) -> bool:
     """Whether the interpreter is another CPU's than this machine's (run under emulation)."""
-    return info.arch is not None and info.arch != host_platform()
+    return info.arch is not None and info.arch != host_arch()
 
 
 def cross_compiler(arch: str | None) -> str:
     """The C++ compiler that builds programs for ``arch`` on this machine: Debian's cross
     ``g++`` (``aarch64-linux-gnu-g++``, package ``g++-aarch64-linux-gnu``), pure."""
-    from release.core.machine import TRIPLETS
-    from release.emulate.recipes import DEBIAN_ARCH  # the arches the emulated smoke runs
 
-    if arch is None or arch not in DEBIAN_ARCH:
-        raise ToolError(f"no cross compiler is known for {arch!r} (known: {sorted(DEBIAN_ARCH)})")
-    return f"{TRIPLETS[arch]}-g++"
+    from release.emulate.recipes import sysroot_arches  # the arches the emulated smoke runs
+
+    known = sysroot_arches()
+    cpu = cpu_arch(arch) if arch is not None and arch in known else None
+    if cpu is None:
+        raise ToolError(f"no cross compiler is known for {arch!r} (known: {sorted(known)})")
+    return cpu.cross_gxx
 
 
 def emulation_line(info: PythonInfo, seconds: float) -> str:
     """The one line a run under emulation adds to its outcome (pure)."""
     return (
-        f"- ran under emulation: CPython {info.version} for {info.arch} on this {host_platform()} machine "
+        f"- ran under emulation: CPython {info.version} for {info.arch} on this {host_arch()} machine "
         f"({info.emulated}); the fresh venv, install and probe took {seconds:.1f} s wall time"
     )
 
@@ -48,7 +52,7 @@ def with_emulation(outcome: Outcome, info: PythonInfo, seconds: float) -> Outcom
         **outcome.details,
         "emulation": {
             "arch": info.arch,
-            "host": host_platform(),
+            "host": host_arch(),
             "how": info.emulated,
             "interpreter": str(info.path),
             "python_version": info.version,

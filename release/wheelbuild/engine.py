@@ -27,13 +27,12 @@ from typing import Literal
 from release.core import log, proc
 from release.core.errors import StepFailed, ToolError
 from release.policy.matrix import CPU_IMAGE, Row
+from release.resources.cpus import arch as cpu_arch
 from release.wheelbuild.plan import Backend
 
 BackendChoice = Literal["auto", "host", "container"]
 ENGINES: tuple[str, ...] = ("docker", "podman")
 PROBE_TIMEOUT_S = 60.0
-# cibuildwheel pulls unless the local image is of the row's platform (its --pull=never test)
-OCI_PLATFORMS: Mapping[str, str] = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}
 
 
 # --------------------------------------------------------------------------- facts
@@ -221,7 +220,9 @@ def detect_engine(env: Mapping[str, str]) -> EngineProbe:
 
 def probe_image(engine: str, image: str, platform: str, env: Mapping[str, str]) -> ImageProbe:
     """Whether ``engine`` holds ``image`` for ``platform`` locally: ``image inspect``, no network."""
-    oci = OCI_PLATFORMS.get(platform, f"linux/{platform}")
+    # cibuildwheel pulls unless the local image is of the row's platform (its --pull=never test)
+    cpu = cpu_arch(platform)
+    oci = cpu.oci if cpu is not None else f"linux/{platform}"
     key = (_env_key(env), engine, image, oci)
     if key in _IMAGES:
         return _IMAGES[key]

@@ -24,15 +24,14 @@ from typing import Any
 import pytest
 from helpers.elf import write_wheel
 
-from release.audit.cpp.target import TRIPLETS
-from release.core.machine import host_platform
+from release.resources.cpus import cpus, host_arch
 
 pytestmark = [pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
-HOST = host_platform()
+HOST = host_arch()
 OTHER = "aarch64" if HOST != "aarch64" else "x86_64"
-CROSS = f"{TRIPLETS[OTHER]}-gcc"
+CROSS = f"{cpus().by_name[OTHER].triplet}-gcc"
 C_API = '#pragma once\n#ifdef __cplusplus\nextern "C" {\n#endif\n%s\n#ifdef __cplusplus\n}\n#endif\n'
 HEADER = C_API % "int fx_version(void);\nint fx_add(int a, int b);"
 LIB = "int fx_version(void) { return 1; }\nint fx_add(int a, int b) { return a + b; }\n"
@@ -145,6 +144,6 @@ def test_no_toolchain_for_the_wheels_architecture_stops_the_audit(tmp_path: Path
     assert error["exit_code"] == 3
     said = error["error"]
     assert "the C++ consumer check cannot run here" in said
-    assert f"{TRIPLETS[OTHER]}-gcc and {TRIPLETS[OTHER]}-g++ are not on PATH" in said
+    assert f"{cpus().by_name[OTHER].triplet}-gcc and {cpus().by_name[OTHER].triplet}-g++ are not on PATH" in said
     assert "g++-aarch64-linux-gnu" in said or OTHER != "aarch64"
     assert said in stderr

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 from helpers.real_wheels import AARCH64_BY_KEY, real_aarch64_wheel, x86_64_twin
 
-from release.core.machine import host_platform
+from release.resources.cpus import host_arch
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
 
@@ -90,7 +90,7 @@ def test_an_aarch64_wheel_gets_its_x86_64_twins_verdict(key: str, tmp_path: Path
     )
     cpp, twin_cpp = _cpp(report), _cpp(twin)
     assert cpp["details"]["toolchain"]["arch"] == "aarch64"
-    assert cpp["details"]["toolchain"]["cross"] is (host_platform() != "aarch64")
+    assert cpp["details"]["toolchain"]["cross"] is (host_arch() != "aarch64")
     assert twin_cpp["details"]["toolchain"]["arch"] == "x86_64"
     # the same headers, the same functions named; the link is each architecture's own
     assert cpp["details"]["functions"] == twin_cpp["details"]["functions"]

@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 from helpers.real_wheels import real_aarch64_wheel
 
-from release.core.machine import default_cache_dir, host_platform
+from release.core.machine import default_cache_dir
 from release.emulate.python import find_python
+from release.resources.cpus import host_arch
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
 
@@ -46,7 +47,7 @@ DEPENDENCIES = (
 def emulated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     """The emulated CPython 3.11 for aarch64 and an environment whose PYTHONPATH holds this checkout and
     the dependencies, downloaded once for aarch64 (cached by their versions)."""
-    assert host_platform() == "x86_64", "this test emulates aarch64 on an x86_64 machine"
+    assert host_arch() == "x86_64", "this test emulates aarch64 on an x86_64 machine"
     info = find_python("3.11", "aarch64", env=os.environ)
     pins = [f"{name}=={importlib.metadata.version(name)}" for name in DEPENDENCIES]
     site = default_cache_dir(os.environ) / "test-emulated-site" / "-".join(p.replace("==", "_") for p in pins)

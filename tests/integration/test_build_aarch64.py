@@ -15,13 +15,14 @@ from helpers.text import edited
 
 from release.binary.cuobjdump import ensure_cuobjdump, list_device_code
 from release.binary.elf import read_elf
-from release.core.machine import default_cache_dir, host_platform
+from release.core.machine import default_cache_dir
+from release.resources.cpus import host_arch
 from release.wheelbuild.run import build_row
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(
-        host_platform() != "x86_64", reason="a cross build from x86_64 (native aarch64 builds natively)"
+        host_arch() != "x86_64", reason="a cross build from x86_64 (native aarch64 builds natively)"
     ),
 ]
 

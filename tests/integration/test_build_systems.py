@@ -26,9 +26,10 @@ from helpers.rows import rows_by_id
 from release.binary.elf import read_elf
 from release.binary.fatbin import all_entries, has_device_code
 from release.core.errors import InputError
-from release.core.machine import default_cache_dir, host_platform
+from release.core.machine import default_cache_dir
 from release.policy.archs import parse_arch_list
 from release.policy.matrix import Row
+from release.resources.cpus import host_arch
 from release.wheelbuild.host.isolated import read_marker
 from release.wheelbuild.run import build_row
 
@@ -303,7 +304,7 @@ def test_meson_python_builds_in_its_own_environment(tmp_path: Path) -> None:
 EM_AARCH64 = 183
 
 
-@pytest.mark.skipif(host_platform() != "x86_64", reason="a cross build from x86_64 (aarch64 builds natively)")
+@pytest.mark.skipif(host_arch() != "x86_64", reason="a cross build from x86_64 (aarch64 builds natively)")
 @pytest.mark.parametrize(
     ("files", "name", "row_id", "kernels"),
     [

@@ -28,10 +28,10 @@ from helpers.rows import rows_by_id
 
 from builder.recipe import standin_policy_text
 from release.binary.elf import read_elf
-from release.core.machine import host_platform
 from release.emulate import binfmt
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
+from release.resources.cpus import host_arch
 from release.wheelbuild.environment import cibuildwheel_config
 from release.wheelbuild.run import build_row
 
@@ -40,7 +40,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.network,
     pytest.mark.skipif(
-        host_platform() != "x86_64", reason="emulates aarch64 on x86_64 (native runs natively)"
+        host_arch() != "x86_64", reason="emulates aarch64 on x86_64 (native runs natively)"
     ),
 ]
 

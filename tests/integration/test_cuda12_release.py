@@ -27,7 +27,8 @@ from helpers.text import edited
 
 from release.binary.cuobjdump import ensure_cuobjdump, list_device_code
 from release.binary.elf import read_elf
-from release.core.machine import default_cache_dir, host_platform
+from release.core.machine import default_cache_dir
+from release.resources.cpus import host_arch
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "tests" / "fixtures" / "cuda12" / "rows.toml"
@@ -130,7 +131,7 @@ def test_without_the_toolkit_the_cu124_row_is_left_out_naming_the_fix(tmp_path: 
     assert not list((repo / "dist").glob("**/*.whl"))
 
 
-@pytest.mark.skipif(host_platform() != "x86_64", reason="a cross build and emulation from x86_64")
+@pytest.mark.skipif(host_arch() != "x86_64", reason="a cross build and emulation from x86_64")
 def test_a_cu124_aarch64_row_cross_builds_with_the_cuda_12_toolkit_and_smokes_under_emulation(
     cuda12_home: Path, tmp_path: Path
 ) -> None:

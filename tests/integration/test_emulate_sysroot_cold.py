@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from release.core.machine import host_platform
 from release.emulate import binfmt
 from release.emulate.recipes import load
 from release.emulate.sysroot import ensure_sysroot, sysroot_folder
+from release.resources.cpus import host_arch
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
     pytest.mark.network,  # Debian's arm64 packages
-    pytest.mark.skipif(host_platform() != "x86_64", reason="emulation of aarch64 on an x86_64 machine"),
+    pytest.mark.skipif(host_arch() != "x86_64", reason="emulation of aarch64 on an x86_64 machine"),
     pytest.mark.skipif(
         shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None, reason="needs apt"
     ),

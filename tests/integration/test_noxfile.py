@@ -12,9 +12,9 @@ import pytest
 from helpers.policy import link_examples
 from helpers.proc import python_m
 
-from release.core.machine import host_platform
 from release.policy.load import load_policy
 from release.policy.matrix import expand
+from release.resources.cpus import host_arch
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +52,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _one_python_policy(tmp_path: Path) -> Path:
     path = tmp_path / "one-python.toml"
-    path.write_text(ONE_PYTHON.format(arch=host_platform()), encoding="utf-8")
+    path.write_text(ONE_PYTHON.format(arch=host_arch()), encoding="utf-8")
     link_examples(tmp_path)
     return path
 
@@ -69,7 +69,7 @@ def _sessions(arch: str, **extra: str) -> list[dict[str, object]]:
 
 
 def test_sessions_equal_expansion() -> None:
-    arch = host_platform()
+    arch = host_arch()
     sessions = _sessions(arch)
     names = {str(s["session"]) for s in sessions}
     rows = [r for r in expand(load_policy(ROOT / "rows.toml")) if r.platform == arch]
@@ -111,7 +111,7 @@ def _row_ids(plan_output: str) -> list[str]:
 def test_plan_posargs_policy_wins(tmp_path: Path) -> None:
     """`nox -s plan -- --policy X` plans X: 2 rows, not rows.toml's 32."""
     one = _one_python_policy(tmp_path)
-    arch = host_platform()
+    arch = host_arch()
     proc = _nox_plan("--policy", str(one))
     assert proc.returncode == 0, proc.stderr
     assert _row_ids(proc.stdout) == [f"cpu-py312-{arch}", f"cu130-py312-{arch}"]
@@ -128,7 +128,7 @@ def test_plan_posargs_policy_wins(tmp_path: Path) -> None:
 
 def test_wheelwright_policy_chooses_the_sessions_and_the_plan(tmp_path: Path) -> None:
     one = _one_python_policy(tmp_path)
-    names = {str(s["session"]) for s in _sessions(host_platform(), WHEELWRIGHT_POLICY=str(one))}
+    names = {str(s["session"]) for s in _sessions(host_arch(), WHEELWRIGHT_POLICY=str(one))}
     steps = ("build", "audit", "smoke", "upload")
     assert names == {f"{step}-{v}-py312" for step in steps for v in ("cpu", "cu130")} | FIXED
     proc = _nox_plan(WHEELWRIGHT_POLICY=str(one))
@@ -149,16 +149,16 @@ def test_a_py3_none_row_has_a_session_for_every_python_it_serves(tmp_path: Path)
     and the tags still count each row once (`nox -t build` builds it once)."""
     policy = tmp_path / "py3-none.toml"
     link_examples(tmp_path)
-    text = ONE_PYTHON.format(arch=host_platform()).replace('pythons = ["3.12"]', 'pythons = ["3.11", "3.12"]')
+    text = ONE_PYTHON.format(arch=host_arch()).replace('pythons = ["3.12"]', 'pythons = ["3.11", "3.12"]')
     policy.write_text(
         text.replace(
             'check = "tinyaxpy:selftest"\n', 'check = "tinyaxpy:selftest"\nwheel_tags = "py3-none"\n'
         )
     )
-    env = _env(WHEELWRIGHT_ARCH=host_platform(), WHEELWRIGHT_POLICY=str(policy))
+    env = _env(WHEELWRIGHT_ARCH=host_arch(), WHEELWRIGHT_POLICY=str(policy))
     sessions = {
         str(s["session"]): str(s["description"])
-        for s in _sessions(host_platform(), WHEELWRIGHT_POLICY=str(policy))
+        for s in _sessions(host_arch(), WHEELWRIGHT_POLICY=str(policy))
     }
     steps = ("build", "audit", "smoke", "upload")
     built = {f"{step}-{v}-py311" for step in steps for v in ("cpu", "cu130")}
@@ -181,12 +181,12 @@ def test_an_upload_session_publishes_to_the_rehearsal_target_unless_told_another
     )
     said = plain.stdout + plain.stderr
     assert plain.returncode == 1, said  # nox says 1 for any failure; the command said 2
-    assert f" cpu-py312-{host_platform()} --rehearsal --dist" in said
-    assert f"no wheel for cpu-py312-{host_platform()}" in said
+    assert f" cpu-py312-{host_arch()} --rehearsal --dist" in said
+    assert f"no wheel for cpu-py312-{host_arch()}" in said
     told = python_m(
         "nox", "-s", session, "--", "--target", "production", "--dist", str(tmp_path / "dist"),
         env=env, timeout=120, cwd=ROOT,
     )  # fmt: skip
     said = told.stdout + told.stderr
-    assert told.returncode == 1 and f" cpu-py312-{host_platform()} --target production --dist" in said
+    assert told.returncode == 1 and f" cpu-py312-{host_arch()} --target production --dist" in said
     assert "the whole release (32 rows), not a selection of 1" in said, said

@@ -14,9 +14,9 @@ from helpers.repo import commit_all, copy_example
 from helpers.rows import rows_by_id
 
 from release import records
-from release.core.machine import host_platform
 from release.pipeline import RowReport
 from release.policy.matrix import Row
+from release.resources.cpus import host_arch
 from release.schedule import leaders_first, run_rows
 from release.summary import (
     compact_rows,
@@ -30,7 +30,7 @@ from release.summary import (
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
-OTHER_ARCH = "aarch64" if host_platform() == "x86_64" else "x86_64"
+OTHER_ARCH = "aarch64" if host_arch() == "x86_64" else "x86_64"
 
 
 def _repo_with(tmp_path: Path, *, break_cuda: bool = False, break_check: bool = False) -> Path:
@@ -113,13 +113,13 @@ def test_a_failing_check_is_a_fail_line_with_the_projects_traceback(tmp_path: Pa
         "host",
         "--no-publish",
         "--quiet",
-        f"cpu-py312-{host_platform()}",
+        f"cpu-py312-{host_arch()}",
         *other,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     err = proc.stderr
     assert "build ok" not in err and "audit ok" not in err  # --quiet
-    head = f"FAIL [cpu-py312-{host_platform()}] smoke ("
+    head = f"FAIL [cpu-py312-{host_arch()}] smoke ("
     assert head in err
     fail = err[err.index(head) :].splitlines()
     assert fail[0].endswith("): ✗ the check computation failed: KeyError: 'missing'"), fail[0]
@@ -129,8 +129,8 @@ def test_a_failing_check_is_a_fail_line_with_the_projects_traceback(tmp_path: Pa
     assert "wheelwright_probe" not in err and "faulthandler" not in err and "importlib" not in err
     # the summary table holds the row that ran; the other arch's rows are one line, grouped
     table = proc.stdout.split("\n\n")[0]
-    assert f"cpu-py312-{host_platform()}" in table and OTHER_ARCH not in table
-    assert f"  2 rows, cpu/cu130 × py3.12 on {OTHER_ARCH}: this machine is {host_platform()}" in proc.stdout
+    assert f"cpu-py312-{host_arch()}" in table and OTHER_ARCH not in table
+    assert f"  2 rows, cpu/cu130 × py3.12 on {OTHER_ARCH}: this machine is {host_arch()}" in proc.stdout
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 from helpers.proc import python_m
 from helpers.repo import commit_all, copy_example
 
-from release.core.machine import host_platform
+from release.resources.cpus import host_arch
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.usefixtures("stop_rehearsal_index")]
@@ -45,7 +45,7 @@ def test_an_aarch64_cuda_row_is_built_audited_smoked_under_emulation_and_publish
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
-    if host_platform() == "x86_64":  # emulation said once, with its cost
+    if host_arch() == "x86_64":  # emulation said once, with its cost
         assert out.count("aarch64 row(s) on this x86_64 machine: cross-compiled") == 1, out
     table = proc.stdout.split("\n\n")[0]
     line = next(x for x in table.splitlines() if x.startswith("cu130-py311-aarch64 "))
@@ -59,8 +59,8 @@ def test_an_aarch64_cuda_row_is_built_audited_smoked_under_emulation_and_publish
     (wheel,) = dist.glob("*-cp311-*aarch64.whl")
     smoke = json.loads((dist / f"{wheel.name}.smoke.json").read_text())
     probe = smoke["evidence"]["probe"]
-    if host_platform() != "aarch64":
-        assert probe["emulation"]["arch"] == "aarch64" and probe["emulation"]["host"] == host_platform()
+    if host_arch() != "aarch64":
+        assert probe["emulation"]["arch"] == "aarch64" and probe["emulation"]["host"] == host_arch()
     assert probe["import"] == "ok"
     cudart = [p for p in probe["loaded"] if Path(p).name.startswith("libcudart.so")]
     assert len(cudart) == 1 and "/site-packages/nvidia/cu13/lib/" in cudart[0], cudart

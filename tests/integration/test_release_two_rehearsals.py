@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 from helpers.repo import commit_all, copy_example
 
-from release.core.machine import host_platform
 from release.publish.guards import lock
 from release.publish.index.local import stop
 from release.publish.step import LOCAL_INDEX_DIR
+from release.resources.cpus import host_arch
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.integration
 def test_a_second_rehearsal_in_one_checkout_refuses_naming_the_first_which_finishes(tmp_path: Path) -> None:
     repo = commit_all(copy_example(tmp_path / "repo"))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    row = f"cpu-py312-{host_platform()}"
+    row = f"cpu-py312-{host_arch()}"
     args = [sys.executable, "-m", "release", "release", "--rehearsal", "--policy", str(repo / "rows.toml"),
             "--backend", "host", row]  # fmt: skip
     first = subprocess.Popen(

@@ -27,13 +27,14 @@ from helpers.elf import write_wheel
 
 from release import records
 from release.core.errors import ToolError
-from release.core.machine import PythonInfo, default_cache_dir, host_platform
+from release.core.machine import PythonInfo, default_cache_dir
 from release.core.pip import NO_PIP_CONFIG
 from release.emulate import binfmt
 from release.emulate.python import find_python
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
 from release.policy.model import Policy, Project
+from release.resources.cpus import host_arch
 from release.smoke.record import write_record
 from release.smoke.run import smoke_wheel
 from release.smoke.wheelhouse import Wheelhouse, target_for, wheelhouse_for
@@ -47,7 +48,7 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
     pytest.mark.network,  # Debian's arm64 packages and PyPI's aarch64 runtime wheel, cached after
-    pytest.mark.skipif(host_platform() != "x86_64", reason="emulation of aarch64 on an x86_64 machine"),
+    pytest.mark.skipif(host_arch() != "x86_64", reason="emulation of aarch64 on an x86_64 machine"),
     pytest.mark.skipif(shutil.which(CC) is None, reason=f"{CC} (g++-aarch64-linux-gnu) is not installed"),
 ]
 

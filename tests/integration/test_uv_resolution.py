@@ -16,9 +16,10 @@ from helpers.proc import python_m
 from helpers.repo import commit_all, copy_example
 from helpers.rows import rows_by_id
 
-from release.core.machine import default_cache_dir, find_python, host_platform
+from release.core.machine import default_cache_dir, find_python
 from release.policy.matrix import Row
 from release.publish.index.local import local_index
+from release.resources.cpus import host_arch
 from release.smoke.resolve import (
     UV_STRATEGY,
     UV_VERSION,
@@ -31,7 +32,7 @@ from release.smoke.resolve import (
 from release.wheelbuild.run import build_row
 
 ROOT = Path(__file__).resolve().parents[2]
-HOST = host_platform()
+HOST = host_arch()
 CUDA_ROW, CPU_ROW = f"cu130-py312-{HOST}", f"cpu-py312-{HOST}"
 pytestmark = [pytest.mark.integration, pytest.mark.network]  # uv comes from the default index once
 

@@ -21,17 +21,16 @@ from release.audit.claim import claim_expectation
 from release.audit.cpp import cache as cpp_cache
 from release.audit.cpp import consumer as cpp_consumer
 from release.audit.cpp import early as cpp_early
-from release.audit.cpp import target as cpp_target
 from release.audit.cpp.target import Target, decide, foreign_libraries, tag_arch, tool_names, toolchain
 from release.audit.model import Finding
 from release.audit.reading.archive import open_wheel
 from release.binary.elf import read_elf
 from release.core.errors import ToolError
-from release.core.machine import host_platform
+from release.resources.cpus import cpus, host_arch
 
-HOST = host_platform()
+HOST = host_arch()
 OTHER = "aarch64" if HOST != "aarch64" else "x86_64"
-CROSS_GCC = f"{cpp_target.TRIPLETS[OTHER]}-gcc"
+CROSS_GCC = f"{cpus().by_name[OTHER].triplet}-gcc"
 C_API = '#pragma once\n#ifdef __cplusplus\nextern "C" {\n#endif\n%s\n#ifdef __cplusplus\n}\n#endif\n'
 HEADER = C_API % "int fx_version(void);\nint fx_add(int a, int b);"
 LIB = "int fx_version(void) { return 1; }\nint fx_add(int a, int b) { return a + b; }\n"
@@ -163,7 +162,7 @@ def test_a_compiler_of_the_wrong_architecture_is_refused(tmp_path: Path) -> None
     out by the probe's ELF machine, and never gives a verdict."""
     fake = tmp_path / "bin"
     fake.mkdir()
-    triplet = cpp_target.TRIPLETS[OTHER]
+    triplet = cpus().by_name[OTHER].triplet
     for tool in ("gcc", "g++"):
         (fake / f"{triplet}-{tool}").symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
     path = os.pathsep.join([str(fake), os.environ.get("PATH", os.defpath)])
@@ -194,7 +193,7 @@ def test_an_sdk_of_another_architecture_links_with_its_cross_toolchain(tmp_path:
     assert finding.details["toolchain"] == {
         "arch": OTHER,
         "gcc": shutil.which(CROSS_GCC),
-        "g++": shutil.which(f"{cpp_target.TRIPLETS[OTHER]}-g++"),
+        "g++": shutil.which(f"{cpus().by_name[OTHER].triplet}-g++"),
         "cross": True,
     }
 

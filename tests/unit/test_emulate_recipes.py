@@ -85,12 +85,12 @@ def test_a_bad_file_fails_naming_the_key(edit: Any, message: str) -> None:
 
 
 def test_emulation_problem_is_cheap_and_says_why() -> None:
-    from release.core.machine import host_platform
     from release.emulate import binfmt
     from release.emulate.python import emulation_problem
+    from release.resources.cpus import host_arch
 
-    assert emulation_problem("3.10", host_platform()) is None  # this machine's own CPU
-    if host_platform() == "aarch64" or not binfmt.capability("aarch64").runs:
+    assert emulation_problem("3.10", host_arch()) is None  # this machine's own CPU
+    if host_arch() == "aarch64" or not binfmt.capability("aarch64").runs:
         pytest.skip("needs an x86_64 machine with qemu-aarch64 registered")
     assert emulation_problem("3.11", "aarch64") is None
     problem = emulation_problem("3.12", "aarch64")

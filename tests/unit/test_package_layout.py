@@ -26,7 +26,8 @@ KNOWN_CYCLES: set[frozenset[str]] = set()
 # The floor: what it may import of release (nothing above it).
 FLOOR = {
     "release.core": ("release.core",),
-    "release.binary": ("release.binary", "release.core"),
+    "release.binary": ("release.binary", "release.core", "release.resources.cpus"),
+    "release.resources.cpus": ("release.core",),  # the CPU table's reader: the ELF readers name arches by it
     "release.runpath": (),
 }
 

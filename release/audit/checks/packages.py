@@ -31,6 +31,7 @@ from packaging.version import InvalidVersion, Version
 
 from release.audit.model import Check, Contents, Expectation, Finding, fail, ok
 from release.policy.model import CudaPackage
+from release.resources.cpus import cpus
 
 CHECK = "packages"
 _EXTRA_MARKER = re.compile(r"\bextra\b")
@@ -67,7 +68,7 @@ def declared_requirements(metadata: str) -> tuple[list[Declared], list[str]]:
     return good, bad
 
 
-_MACHINES = ("x86_64", "aarch64", "ppc64le", "s390x", "armv7l", "i686", "riscv64", "loongarch64")
+_MACHINES = cpus().names  # every CPU wheelwright knows (release/resources/cpus.toml)
 _SYSTEMS = {  # platform tag prefix: (platform_system, sys_platform, os_name)
     "manylinux": ("Linux", "linux", "posix"),
     "musllinux": ("Linux", "linux", "posix"),

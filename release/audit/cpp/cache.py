@@ -45,7 +45,7 @@ from typing import Any
 from release.audit.cpp.sdk import sdk_dirs
 from release.audit.cpp.target import tool_names
 from release.audit.model import Finding, Member
-from release.core.machine import host_platform
+from release.resources.cpus import host_arch
 
 __all__ = [
     "CACHE_ENV",
@@ -122,7 +122,7 @@ def fingerprint(environ: Mapping[str, str], arch: str | None = None) -> list[Any
 
     path = environ.get("PATH", "")
     gcc, gxx, ld = tool_names(arch)
-    parts: list[Any] = [["target", arch or host_platform(), host_platform()]]
+    parts: list[Any] = [["target", arch or host_arch(), host_arch()]]
     parts += [[tool, _stat(shutil.which(tool, path=path))] for tool in (gxx, gcc, ld, "nvcc")]
     home = environ.get("CUDA_HOME")
     if home:

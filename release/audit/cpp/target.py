@@ -35,13 +35,12 @@ from release.binary.elf import ElfError, ElfInfo, read_elf
 from release.binary.ldd import platform_of
 from release.core import proc
 from release.core.errors import ToolError
-from release.core.machine import CROSS_PACKAGES, TRIPLETS, host_platform
 from release.core.sandbox import Sandbox, run_limited
 from release.core.sizes import GIB, MIB
+from release.resources.cpus import arch as cpu_arch
+from release.resources.cpus import host_arch
 
 __all__ = [
-    "CROSS_PACKAGES",
-    "TRIPLETS",
     "Target",
     "Toolchain",
     "decide",
@@ -55,10 +54,9 @@ __all__ = [
     "toolchain",
 ]
 
-# The GNU triplet of each CPU architecture a manylinux/musllinux tag names (auditwheel's names), and the
-# Debian packages that give its cross compilers and C library on another machine.
+# A manylinux/musllinux tag's CPU architecture (auditwheel's names; their triplets and cross
+# compilers' Debian packages: release/resources/cpus.toml)
 _TAG = re.compile(r"^(?:manylinux\d+|manylinux_\d+_\d+|musllinux_\d+_\d+|linux)_(?P<arch>.+)$")
-_KNOWN = frozenset({*TRIPLETS, "ppc64", "loongarch64"})
 # the probe: a C program linked, a C++ file compiled (a second or two of a cross compiler at most)
 PROBE = Sandbox(
     cpu_seconds=60, memory_bytes=2 * GIB, file_bytes=64 * MIB, output_chars=64 * 1024, wall_seconds=120
@@ -68,7 +66,11 @@ PROBE = Sandbox(
 def tag_arch(platform_tags: Iterable[str]) -> str | None:
     """The one CPU architecture the platform tags name (``manylinux_2_27_aarch64``: aarch64); None when
     they name none (``any``) or several. Pure."""
-    found = {m["arch"] for t in platform_tags if (m := _TAG.match(t)) is not None and m["arch"] in _KNOWN}
+    found = {
+        m["arch"]
+        for t in platform_tags
+        if (m := _TAG.match(t)) is not None and cpu_arch(m["arch"]) is not None
+    }
     return found.pop() if len(found) == 1 else None
 
 
@@ -98,7 +100,7 @@ def decide(
     archs = {a for a in library_archs if a is not None}
     if len(archs) == 1:
         return Target(archs.pop(), "its libraries' ELF machine (its platform tag names no one architecture)")
-    here = host or host_platform()
+    here = host or host_arch()
     return Target(here, "this machine's (neither its platform tag nor its libraries name one architecture)")
 
 
@@ -161,10 +163,11 @@ class Toolchain:
 def tool_names(arch: str | None, host: str | None = None) -> tuple[str, str, str]:
     """The names of the C compiler, the C++ compiler and the linker for ``arch`` (None: this machine's),
     as PATH finds them: ``gcc``, ``g++``, ``ld`` natively; ``aarch64-linux-gnu-gcc``, ... across. Pure."""
-    here = host or host_platform()
+    here = host or host_arch()
     if arch is None or arch == here:
         return ("gcc", "g++", "ld")
-    triplet = TRIPLETS.get(arch, f"{arch}-linux-gnu")
+    cpu = cpu_arch(arch)
+    triplet = cpu.triplet if cpu is not None else f"{arch}-linux-gnu"
     return (f"{triplet}-gcc", f"{triplet}-g++", f"{triplet}-ld")
 
 
@@ -176,17 +179,19 @@ def native() -> Toolchain:
 def toolchain(target: Target, *, host: str | None = None, path: str | None = None) -> Toolchain:
     """The compilers for ``target`` on this machine (``path``: the search path, PATH by default).
     ToolError (exit 3) when there are none, or when a cross compiler does not build for the target."""
-    here = host or host_platform()
+    here = host or host_arch()
     search = os.environ.get("PATH", os.defpath) if path is None else path
     gcc_name, gxx_name, _ld = tool_names(target.arch, here)
     if target.arch == here:
         native_gcc, native_gxx = proc.which(gcc_name, path=search), proc.which(gxx_name, path=search)
-        if target.arch not in TRIPLETS or _probe(native_gcc, native_gxx, target.arch) is None:
+        own = cpu_arch(target.arch)
+        if own is None or _probe(native_gcc, native_gxx, target.arch) is None:
             return Toolchain(target.arch, native_gcc, native_gxx, False)
         # "this machine" is an emulated one (qemu-user runs this Python, the PATH's g++ is the real
         # machine's): its gcc builds another arch, so the target's cross compilers, probed, or nothing
-        gcc_name, gxx_name = f"{TRIPLETS[target.arch]}-gcc", f"{TRIPLETS[target.arch]}-g++"
-    packages = CROSS_PACKAGES.get(target.arch)
+        gcc_name, gxx_name = own.cross_gcc, own.cross_gxx
+    cpu = cpu_arch(target.arch)
+    packages = " ".join(cpu.cross_packages) if cpu is not None and cpu.cross_packages else None
     install = (
         f"install Debian's {packages} (apt-get install {packages})"
         if packages is not None

@@ -18,7 +18,7 @@ import sys
 import zlib
 from pathlib import Path
 
-ARCHS = ("x86_64", "aarch64")
+from release.resources.cpus import cpus
 
 
 def repair(arch: str, plat: str, excludes: list[str], out_dir: Path, wheel: Path) -> int:
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m release.wheelbuild.repair.auditwheel_as", description=__doc__
     )
-    parser.add_argument("arch", choices=ARCHS)
+    parser.add_argument("arch", choices=cpus().manylinux)
     parser.add_argument("command", choices=("repair",))
     parser.add_argument("--only-plat", action="store_true", required=True)
     parser.add_argument("--plat", required=True)
