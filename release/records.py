@@ -37,7 +37,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from release.core.errors import CheckFailed, InputError
 from release.core.files import write_atomic
 from release.core.hashing import sha256_file
-from release.hints import build_hint
+from release.hints import build_hint, rerun_hint, step_hint
 from release.policy.matrix import Row
 from release.policy.model import Policy
 
@@ -48,12 +48,8 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 # --------------------------------------------------------------------------- identities
-
-
 def policy_sha256(policy: Policy) -> str:
-    """The sha256 of the policy file's bytes, computed once when it was loaded: what every
-    record binds to. The one way records name a policy (the loader is the one place that
-    hashes the file)."""
+    """The sha256 of the policy file's bytes, computed once at load: what every record binds to."""
     return policy.sha256
 
 
@@ -70,9 +66,8 @@ def row_matches_wheel(row: Row, filename: str) -> bool:
     """Is this wheel the row's? The one rule, pure: its local version label is the row's
     variant (none for cpu), and one of its tags is the row's Python on the row's CPU arch in the
     form ``project.wheel_tags`` names (:meth:`Row.serves`: cp312-cp312, cp310-abi3 on a 3.11+
-    row, py3-none); another form is not the row's wheel. The manylinux version is not part of the identity: a row's wheel with a wrong platform
-    tag is still that row's wheel, and the audit says what is wrong with its tag.
-    """
+    row, py3-none); another form is not the row's wheel. The manylinux version is not part of the
+    identity: a row's wheel with a wrong platform tag is still that row's (the audit says so)."""
     try:
         _name, version, _build, tags = parse_wheel_filename(filename)
     except InvalidWheelFilename:
@@ -129,8 +124,7 @@ def one_wheel_problem(
 def the_wheel(dist_dir: Path, row: Row, step: str, *, policy_path: str | None = None) -> Path:
     """Exactly one wheel for the row, or InputError saying what to run first."""
     found = wheels_for_row(dist_dir, row)
-    problem = one_wheel_problem(dist_dir, row, found, step, policy_path=policy_path)
-    if problem:
+    if problem := one_wheel_problem(dist_dir, row, found, step, policy_path=policy_path):
         raise InputError(problem)
     return found[0]
 
@@ -394,8 +388,7 @@ def from_json(data: object, cls: type[R], where: str) -> R:
 
 
 def record_path(wheel: str | os.PathLike[str], kind: Kind) -> Path:
-    p = Path(wheel)
-    return p.with_name(f"{p.name}.{kind}.json")
+    return Path(wheel).with_name(f"{Path(wheel).name}.{kind}.json")
 
 
 def companions(wheel: Path) -> list[Path]:
@@ -416,9 +409,8 @@ def write(wheel: Path, record: AnyRecord) -> Path:
 
 def read(wheel: Path, cls: type[R]) -> R | None:
     """The validated record of ``wheel`` of this kind; None when there is none."""
-    path = record_path(wheel, cls.KIND)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = (path := record_path(wheel, cls.KIND)).read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
@@ -449,11 +441,13 @@ def chain_problem(
     step: str,
     row_id: str | None,
     policy_sha256: str | None,
+    rerun: str | None = None,
 ) -> str | None:
-    """Why ``record`` does not let ``step`` use the wheel ``filename`` (now ``sha256``); None when
-    it does. Pure. ``row_id`` / ``policy_sha256``: what the record must name (None: not checked)."""
+    """Why ``record`` does not let ``step`` use the wheel ``filename`` (now ``sha256``); None when it does.
+    Pure. ``row_id`` / ``policy_sha256``: what the record must name (None: not checked). ``rerun``:
+    the command to name (:func:`~release.hints.rerun_hint`); None: the step and the row."""
     kind, past = cls.KIND, _PAST[cls.KIND]
-    rerun = f"`python -m release {kind} {row_id or filename}`"
+    rerun = rerun or step_hint(kind, row_id or filename)
     if record is None:
         return f"{filename}: no {kind} record ({filename}.{kind}.json); {step} needs one: run {rerun} first"
     if record.wheel != filename:
@@ -464,7 +458,8 @@ def chain_problem(
             f"{sha256}, {past} {record.sha256}); run {rerun} again before {step}"
         )
     if row_id is not None and record.row != row_id:
-        return f"{filename}: {past} as row {record.row!r}, not {row_id}; run {rerun}"
+        was = f"as row {record.row!r}" if record.row is not None else "standalone, as no row of a policy"
+        return f"{filename}: {past} {was}, not as row {row_id}; run {rerun}"
     if policy_sha256 is not None and record.policy_sha256 != policy_sha256:
         return (
             f"{filename}: {past} against another rows.toml (policy sha256 "
@@ -484,14 +479,22 @@ def require(
     row_id: str | None,
     policy_sha256: str | None,
     sha256: str | None = None,
+    policy_path: str | None = None,
 ) -> R:
     """The record of the step before ``step``, bound to this wheel, row and policy, and passing;
-    CheckFailed (exit 1) naming the file and the fix otherwise, InputError (2) when it is malformed."""
+    CheckFailed (exit 1) naming the file and the fix (``policy_path``, the user's, else the build record's)."""
     record = read(wheel, cls)
     sha = sha256 if sha256 is not None else sha256_file(wheel)
+    try:  # the build record names the policy as the user gave it: the rerun's --policy
+        built = read(wheel, BuildRecord)
+    except InputError:
+        built = None
+    policy = policy_path or (built.policy if built is not None else None)
+    rerun = rerun_hint(cls.KIND, wheel, row_id, policy=policy, variant=wheel_variant(wheel.name))
     problem = chain_problem(
-        record, cls, filename=wheel.name, sha256=sha, step=step, row_id=row_id, policy_sha256=policy_sha256
-    )
+        record, cls, filename=wheel.name, sha256=sha, step=step, row_id=row_id,
+        policy_sha256=policy_sha256, rerun=rerun,
+    )  # fmt: skip
     if problem is not None or record is None:
         raise CheckFailed(f"{step} refused: {problem}")
     return record

@@ -19,12 +19,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypedDict
 
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
 from release.audit.claim import ALLOWABLE, apply_options, claim_expectation, unclaimed_expectation
 from release.audit.model import Expectation
 from release.core.errors import InputError
 from release.policy.model import Policy
 
-__all__ = ["add_claim_options", "fixed_expectation", "is_wheel_argument", "row_options"]
+__all__ = [
+    "add_claim_options",
+    "fixed_expectation",
+    "in_dist",
+    "is_wheel_argument",
+    "row_options",
+    "stranger",
+]
 
 PolicyLoader = Callable[[str, bool], tuple[Policy | None, str | None]]
 
@@ -63,6 +72,22 @@ def is_wheel_argument(item: str) -> bool:
     return item.endswith(".whl") or Path(item).exists()
 
 
+def stranger(wheel: str, policy: Policy) -> bool:
+    """Whether the wheel file is not the policy's project's (its distribution name is another's), or its
+    name does not parse as a wheel's: such a wheel is never judged as one of the policy's rows."""
+    try:
+        name = parse_wheel_filename(Path(wheel).name)[0]
+    except InvalidWheelFilename:
+        return True
+    return name != canonicalize_name(policy.project.name)
+
+
+def in_dist(wheel: str, dist: str) -> bool:
+    """Whether the wheel lies under the dist folder (``--dist``): only there does an audit against a row
+    write its record beside the wheel by default (someone's download folder gets nothing unasked)."""
+    return Path(wheel).resolve().is_relative_to(Path(dist).resolve())
+
+
 def fixed_expectation(
     args: argparse.Namespace, load_policy: PolicyLoader, default_policy: str
 ) -> tuple[Expectation | None, Policy | None, str | None]:
@@ -85,6 +110,12 @@ def fixed_expectation(
     path = args.policy if explicit else default_policy
     if claims and args.row is None:
         policy, digest = load_policy(path, explicit) if explicit or Path(path).is_file() else (None, None)
+        if (
+            not explicit
+            and policy is not None
+            and all(is_wheel_argument(w) and stranger(w, policy) for w in args.wheels)
+        ):
+            policy, digest = None, None  # the rows.toml of this folder is another project's: standalone
         exp = claim_expectation(
             variant=args.variant, gpu_archs=args.gpu_archs, policy=policy, **_options(args)
         )

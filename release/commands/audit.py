@@ -25,13 +25,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from release.audit.claim import CLAIM_HINT, NO_CLAIM_CHECKS, unclaimed
+from release.audit.claim import CLAIM_HINT, NO_CLAIM_CHECKS, unclaimed, unclaimed_expectation
 from release.audit.model import AuditResult, Expectation
 from release.audit.options import (
     add_claim_options,
     fixed_expectation,
+    in_dist,
     is_wheel_argument,
     row_options,
+    stranger,
 )
 from release.audit.report.render import render_gpu_markdown, render_json, render_text
 from release.audit.step import audit_step, require_built
@@ -199,6 +201,16 @@ def _wheels(args: argparse.Namespace, policy: Policy | None) -> list[str]:
     return wheels
 
 
+def _standalone(args: argparse.Namespace, wheel: str, policy: Policy) -> Expectation:
+    """A stranger's wheel with no claim given: the survey's audit, as from a folder with no policy."""
+    log.warn(
+        f"note: {Path(wheel).name} is not {policy.project.name}'s (the project of {policy.path}): it is "
+        f"audited standalone with the checks that need no claim ({', '.join(NO_CLAIM_CHECKS)}), a partial "
+        f"audit that writes no record unless --record; to judge its device code: {CLAIM_HINT}"
+    )
+    return unclaimed_expectation(driver=args.driver, checks=args.checks, allow=args.allow)
+
+
 def _summary(result: AuditResult) -> None:
     """Under GitHub Actions: each CUDA wheel's GPU table in the job summary (the step annotated its failures)."""
     if log.github() and result.expectation.is_cuda:
@@ -244,17 +256,21 @@ def _audit(args: argparse.Namespace, results: list[AuditResult], errors: list[di
         try:
             if fixed is not None:
                 expectation = fixed
+            elif policy is not None and stranger(wheel, policy):
+                expectation = _standalone(args, wheel, policy)
             else:
                 from release import records  # the record store: only for rows and policies
 
-                assert policy is not None
-                row = records.row_for_wheel(Path(wheel).name, rows, policy_path=policy.path)
+                row = records.row_for_wheel(Path(wheel).name, rows, policy_path=policy.path if policy else "")
                 expectation = row_options(replace(Expectation.from_row(row), policy_sha256=digest), args)
             audited = audit_step(
                 wheel,
                 expectation,
-                # bound to a policy (a row): the record publish trusts; a standalone claim: nothing unless asked
-                record=args.record or (expectation.policy_sha256 is not None and not args.no_record),
+                # bound to a policy (a row) and in its dist: the record publish trusts; else nothing unless asked
+                record=args.record
+                or (
+                    expectation.policy_sha256 is not None and not args.no_record and in_dist(wheel, args.dist)
+                ),
                 cross_check=args.cross_check,
                 remember=False if args.no_cache else None,
             )

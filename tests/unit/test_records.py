@@ -388,12 +388,41 @@ LINKS = [
 
 @pytest.mark.parametrize(("cls", "step", "make"), LINKS)
 def test_a_link_refuses_a_missing_record(tmp_path: Path, cls: Any, step: str, make: Any) -> None:
-    wheel = _wheel(tmp_path)
+    wheel = _wheel(tmp_path / "mydist" / "cu130")
     with pytest.raises(CheckFailed) as info:
         records.require(wheel, cls, step=step, row_id="cu130-py312-x86_64", policy_sha256=PSHA)
     message = str(info.value)
     assert f"{step} refused: {CU130}: no {cls.KIND} record ({CU130}.{cls.KIND}.json)" in message
-    assert f"python -m release {cls.KIND} cu130-py312-x86_64" in message
+    # the command names the user's dist folder, so that run as printed it makes this wheel's record
+    assert f"`python -m release {cls.KIND} cu130-py312-x86_64 --dist {tmp_path / 'mydist'}`" in message
+
+
+@pytest.mark.parametrize(("cls", "step", "make"), LINKS)
+def test_a_links_hint_for_a_wheel_outside_a_dist_folder_names_it(
+    tmp_path: Path, cls: Any, step: str, make: Any
+) -> None:
+    wheel = _wheel(tmp_path / "downloads")
+    with pytest.raises(CheckFailed) as info:
+        records.require(
+            wheel, cls, step=step, row_id="cu130-py312-x86_64", policy_sha256=PSHA, policy_path="my/rows.toml"
+        )
+    wanted = {
+        "build": "`python -m release build cu130-py312-x86_64 --policy my/rows.toml`",
+        "audit": f"`python -m release audit {wheel} --row cu130-py312-x86_64 --record --policy my/rows.toml`",
+        "smoke": f"`python -m release smoke {wheel} --row cu130-py312-x86_64 --policy my/rows.toml`",
+    }
+    assert wanted[cls.KIND] in str(info.value)
+
+
+def test_a_link_refuses_a_record_of_a_standalone_audit_saying_so(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path / "dist" / "cu130")
+    records.write(wheel, dataclasses.replace(audit_record(wheel), row=None))
+    with pytest.raises(CheckFailed) as info:
+        records.require(
+            wheel, records.AuditRecord, step="smoke", row_id="cu130-py312-x86_64", policy_sha256=PSHA
+        )
+    assert "audited standalone, as no row of a policy, not as row cu130-py312-x86_64" in str(info.value)
+    assert "None" not in str(info.value)
 
 
 @pytest.mark.parametrize(("cls", "step", "make"), LINKS)

@@ -1,0 +1,126 @@
+"""Every hint runs as printed (issue 33, item 2).
+
+A refusal that names a ``python -m release`` command is run here in the situation that printed it:
+a user's own ``--policy`` (an absolute path, not the default rows.toml) and ``--dist`` (a folder in
+``tmp_path``), and a wheel outside any dist folder given with ``--wheel``. The printed command is run
+as printed, from the same folder, and must move the user forward: it exits 0, and the step that
+refused no longer refuses on the same ground. Before, the record-chain refusals named
+``python -m release audit ROW`` without the user's options (run as printed it audited another wheel,
+or none) and a standalone audit record was "audited as row None".
+
+The build of tinyaxpy's CPU row (host backend, about 2 s with pip's cache warm) is made once.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.proc import repo_env
+
+pytestmark = [pytest.mark.integration]
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = str(ROOT / "rows.toml")  # as a user gives it: a path, so every hint must repeat it
+ROW = "cpu-py312-x86_64"
+HINT = re.compile(r"`(python -m release [^`]+)`")
+
+
+def release(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "release", *argv],
+        cwd=cwd,
+        env={k: v for k, v in repo_env().items() if not k.startswith("WHEELWRIGHT_POLICY")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def printed(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """The ``python -m release ...`` commands a refusal names, as printed."""
+    return HINT.findall(proc.stderr + proc.stdout)
+
+
+def run_as_printed(hint: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    argv = shlex.split(hint)
+    assert argv[:3] == ["python", "-m", "release"], hint
+    return release(*argv[3:], cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dist folder of the user's with the CPU row's wheel and its build record (built once)."""
+    dist = tmp_path_factory.mktemp("hints") / "mydist"
+    proc = release("build", ROW, "--policy", POLICY, "--dist", str(dist))
+    assert proc.returncode == 0, proc.stderr
+    return dist
+
+
+@pytest.fixture
+def dist(built: Path, tmp_path: Path) -> Path:
+    """A copy of :func:`built` for one test (its records are the test's to change)."""
+    copy = tmp_path / "mydist"
+    shutil.copytree(built, copy)
+    return copy
+
+
+def test_smokes_refusal_names_the_audit_of_the_same_wheel(dist: Path) -> None:
+    refused = release("smoke", ROW, "--policy", POLICY, "--dist", str(dist))
+    assert refused.returncode == 1 and "smoke refused" in refused.stderr, refused.stderr
+    (hint,) = printed(refused)
+    assert hint == f"python -m release audit {ROW} --policy {POLICY} --dist {dist}"
+    ran = run_as_printed(hint)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    (wheel,) = (dist / "cpu").glob("*.whl")
+    assert (wheel.parent / f"{wheel.name}.audit.json").is_file()  # the record smoke reads, where it reads it
+    again = release("smoke", ROW, "--policy", POLICY, "--dist", str(dist))
+    assert "no audit record" not in again.stderr, again.stderr
+
+
+def test_audits_refusal_of_a_changed_wheel_names_the_build_of_the_same_row(dist: Path) -> None:
+    (wheel,) = (dist / "cpu").glob("*.whl")
+    with wheel.open("ab") as f:  # the bytes change after the build: the build record no longer binds
+        f.write(b"\0")
+    refused = release("audit", ROW, "--policy", POLICY, "--dist", str(dist))
+    assert refused.returncode == 1 and "changed since it was built" in refused.stderr, refused.stderr
+    (hint,) = printed(refused)
+    assert hint == f"python -m release build {ROW} --policy {POLICY} --dist {dist}"
+    ran = run_as_printed(hint)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    audited = release("audit", ROW, "--policy", POLICY, "--dist", str(dist))
+    assert audited.returncode == 0, audited.stdout + audited.stderr
+
+
+def test_a_missing_wheels_hint_builds_it_where_the_step_looks(tmp_path: Path) -> None:
+    empty = tmp_path / "otherdist"
+    refused = release("audit", ROW, "--policy", POLICY, "--dist", str(empty))
+    assert refused.returncode == 2, refused.stderr
+    (hint,) = printed(refused)
+    assert hint == f"python -m release build {ROW} --policy {POLICY} --dist {empty}"
+    assert run_as_printed(hint).returncode == 0
+    assert release("audit", ROW, "--policy", POLICY, "--dist", str(empty)).returncode == 0
+
+
+def test_smoke_of_a_wheel_audited_standalone_names_the_rows_audit(built: Path, tmp_path: Path) -> None:
+    (source,) = (built / "cpu").glob("*.whl")
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    wheel = Path(shutil.copy2(source, downloads / source.name))
+    assert release("audit", str(wheel), "--variant", "cpu", "--record").returncode == 0
+    refused = release("smoke", ROW, "--wheel", str(wheel), "--policy", POLICY)
+    assert refused.returncode == 1, refused.stderr
+    assert "row None" not in refused.stderr
+    assert "audited standalone, as no row of a policy, not as row cpu-py312-x86_64" in refused.stderr
+    (hint,) = printed(refused)
+    assert hint == f"python -m release audit {wheel} --row {ROW} --record"
+    ran = run_as_printed(hint)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    again = release("smoke", ROW, "--wheel", str(wheel), "--policy", POLICY)
+    assert "refused" not in again.stderr, again.stderr
