@@ -29,9 +29,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from release.core.machine import default_cache_dir, find_python, host_platform  # noqa: E402
+from release.core.machine import default_cache_dir, find_python  # noqa: E402
 from release.policy.load import load_policy  # noqa: E402
 from release.policy.matrix import Row, expand  # noqa: E402
+from release.resources.cpus import host_arch  # noqa: E402
 from release.wheelbuild.host.isolated import (  # noqa: E402
     base_constraints,
     ensure_build_env,
@@ -70,11 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     env = {k: v for k, v in os.environ.items() if k != "WHEELWRIGHT_KEEP_TMP"}
     policy = Path(args.policy)
     rows = [
-        r for r in expand(load_policy(policy)) if r.variant == args.variant and r.platform == host_platform()
+        r for r in expand(load_policy(policy)) if r.variant == args.variant and r.platform == host_arch()
     ]
     if len(rows) < 2:
         print(
-            f"error: {args.variant} has {len(rows)} rows on {host_platform()}; need several Pythons",
+            f"error: {args.variant} has {len(rows)} rows on {host_arch()}; need several Pythons",
             file=sys.stderr,
         )
         return 2

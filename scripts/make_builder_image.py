@@ -72,12 +72,13 @@ from release.binary.elf import read_elf  # noqa: E402
 from release.core import proc  # noqa: E402
 from release.core.errors import InputError, StepFailed, ToolError, WheelwrightError  # noqa: E402
 from release.core.log import info  # noqa: E402
-from release.core.machine import default_cache_dir, find_python, host_platform  # noqa: E402
+from release.core.machine import default_cache_dir, find_python  # noqa: E402
 from release.core.pip import NO_PIP_CONFIG, pip_install_target, platform_tags  # noqa: E402
 from release.emulate import binfmt  # noqa: E402
-from release.emulate.recipes import DEBIAN_ARCH  # noqa: E402
 from release.emulate.recipes import load as load_emulated_pythons  # noqa: E402
+from release.emulate.recipes import sysroot_arches  # noqa: E402
 from release.policy.load import load_policy  # noqa: E402
+from release.resources.cpus import cpus, host_arch  # noqa: E402
 from release.wheelbuild.engine import detect_engine, no_engine_message  # noqa: E402
 
 RECIPE = REPO_ROOT / "builder" / "recipe.toml"
@@ -203,12 +204,12 @@ def gather_inputs(
         )
     suite = host_suite()
     mirror = pick_mirror(read_apt_sources(), suite)
-    platform = arch or host_platform()
-    if platform != host_platform():  # another CPU's image: made and checked under emulation
-        if platform not in DEBIAN_ARCH:
-            raise InputError(f"--arch {platform}: no stand-in for it (only {', '.join(DEBIAN_ARCH)})")
+    platform = arch or host_arch()
+    if platform != host_arch():  # another CPU's image: made and checked under emulation
+        if platform not in sysroot_arches():
+            raise InputError(f"--arch {platform}: no stand-in for it (only {', '.join(sysroot_arches())})")
         binfmt.require(platform)
-        dpkg_arch = DEBIAN_ARCH[platform]
+        dpkg_arch = cpus().by_name[platform].debian
         pythons = debian_pythons(recipe.pythons, suite, platform)
         if not pythons:
             raise ToolError(
@@ -286,7 +287,7 @@ def _copy_python(src: PythonSource, root: Path, patchelf: str) -> None:
 
 def _foreign_platforms(inputs: Inputs) -> list[str]:
     """pip's ``--platform`` arguments for the image's CPU where it is not this machine's, else none."""
-    if inputs.platform == host_platform():
+    if inputs.platform == host_arch():
         return []
     return [a for tag in platform_tags(inputs.manylinux, inputs.platform) for a in ("--platform", tag)]
 
@@ -552,10 +553,10 @@ def prune(engine: str, inputs: Inputs, keep: Path, env: Mapping[str, str]) -> No
 def write_standin_policy(policy: Path, train: str, tag: str, platform: str | None = None) -> Path:
     """``<policy>.standin.toml`` beside the policy (project.path stays valid), image replaced; for
     another CPU's image (``platform``), ``<policy>.standin-<platform>.toml``."""
-    platform = platform or host_platform()
+    platform = platform or host_arch()
     loaded = load_policy(policy)
     image = next(t for t in loaded.trains if t.version == train).builder_images[platform]
-    suffix = "" if platform == host_platform() else f"-{platform}"
+    suffix = "" if platform == host_arch() else f"-{platform}"
     out = policy.with_name(f"{policy.stem}.standin{suffix}.toml")
     out.write_text(
         standin_policy_text(policy.read_text(encoding="utf-8"), image, tag, str(policy)), encoding="utf-8"
@@ -569,8 +570,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--policy", type=Path, default=REPO_ROOT / "rows.toml", help="default: %(default)s")
     parser.add_argument(
         "--arch",
-        default=host_platform(),
-        choices=sorted(DEBIAN_ARCH),
+        default=host_arch(),
+        choices=sorted(sysroot_arches()),
         help="the image's CPU (default: this machine's, %(default)s); another is made under emulation",
     )
     parser.add_argument("--print-tag", action="store_true", help="print the image's tag; make nothing")
