@@ -70,9 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
     env = {k: v for k, v in os.environ.items() if k != "WHEELWRIGHT_KEEP_TMP"}
     policy = Path(args.policy)
-    rows = [
-        r for r in expand(load_policy(policy)) if r.variant == args.variant and r.platform == host_arch()
-    ]
+    rows = [r for r in expand(load_policy(policy)) if r.variant == args.variant and r.platform == host_arch()]
     if len(rows) < 2:
         print(
             f"error: {args.variant} has {len(rows)} rows on {host_arch()}; need several Pythons",
