@@ -28,6 +28,9 @@ Variables a build gets (``<P>`` is the project name upper-cased, ``tinyaxpy`` ->
 ``CPATH``                    CUDA rows, host builds: the inherited entries, then the include
                              folders of the CUDA pip packages the build environment holds
                              (torch's cuBLAS, cuSPARSE... headers; :func:`pip_cuda_headers`)
+``CPATH``, ``LIBRARY_PATH``, ``CMAKE_LIBRARY_PATH``, ``CMAKE_INCLUDE_PATH``: CUDA rows whose
+                             train declares CUDA math libraries (``nvidia-cublas``): their folder
+                             for the row's CPU first (release/wheelbuild/host/math_libs.py)
 ``WHEELWRIGHT_KERNEL_CACHE`` / ``<P>_KERNEL_CACHE``: where compiled kernels are reused
 ============================ ============================================================
 
@@ -51,6 +54,7 @@ from pathlib import Path, PurePosixPath
 from release.policy.archs import nvcc_gencode_flags
 from release.policy.matrix import CPU_IMAGE, Row
 from release.resources.cuda import cuda
+from release.wheelbuild.host.math_libs import search_paths
 from release.wheelbuild.repair.auditwheel import repair_argv
 from release.wheelbuild.toolchain import Toolchain
 
@@ -127,10 +131,15 @@ class BuildEnv:
     unset: tuple[str, ...]
     unset_prefixes: tuple[str, ...]
     path_prepend: tuple[str, ...] = ()
+    # (name, entry): a search path entry put first on what the build inherits (the math libraries)
+    search_prepend: tuple[tuple[str, str], ...] = ()
 
     def apply(self, base: Mapping[str, str]) -> dict[str, str]:
         env = {k: v for k, v in base.items() if k not in self.unset and not k.startswith(self.unset_prefixes)}
         env.update(self.set)
+        for name, entry in self.search_prepend:
+            rest = [p for p in env.get(name, "").split(":") if p and p != entry]
+            env[name] = ":".join([entry, *rest])
         if self.path_prepend:
             rest = [p for p in env.get("PATH", "").split(":") if p and p not in self.path_prepend]
             env["PATH"] = ":".join([*self.path_prepend, *rest])
@@ -144,6 +153,7 @@ class BuildEnv:
         out += [f"{k}={shlex.quote(v)}" for k, v in sorted(self.set.items())]
         if self.path_prepend:
             out.append(f"PATH={shlex.quote(':'.join(self.path_prepend))}:$PATH")
+        out += [f"{name}={shlex.quote(entry)}:${name}" for name, entry in self.search_prepend]
         return out
 
 
@@ -155,6 +165,7 @@ def _env_changes(
     bin_dir: str | None,
     kernel_cache: str | None,
     project_name: str | None,
+    math_libs: Path | None = None,
 ) -> BuildEnv:
     prefixes = ["WHEELWRIGHT_"]
     names = ["WHEELWRIGHT"]
@@ -178,11 +189,13 @@ def _env_changes(
         path = (bin_dir,)
     else:
         values["CMAKE_ARGS"] = CPU_CMAKE_ARGS
+    search = () if math_libs is None or not row.is_cuda else tuple(search_paths(math_libs).items())
     return BuildEnv(
         set=dict(sorted(values.items())),
         unset=CUDA_ENV_VARS,
         unset_prefixes=tuple(prefixes),
         path_prepend=path,
+        search_prepend=search,
     )
 
 
@@ -348,6 +361,7 @@ def build_env_changes(
         bin_dir=None if tc is None else str(tc.bin_dir),
         kernel_cache=None if kernel_cache is None else str(kernel_cache),
         project_name=project_name,
+        math_libs=None if tc is None else tc.math_libs,
     )
 
 

@@ -27,7 +27,7 @@ import json
 import re
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,6 +40,7 @@ from release.core.nvcc import dryrun as nvcc_dryrun
 from release.core.pip import pip_install_target
 from release.policy.matrix import Row
 from release.policy.trains import NVCC_PACKAGE, pypi_nvcc_version
+from release.wheelbuild.host.math_libs import ensure_math_libs, math_packages, math_pins
 
 ToolchainSource = Literal["cuda_home", "host", "pypi"]
 
@@ -60,6 +61,8 @@ class Toolchain:
     source: ToolchainSource
     lib_dir: Path  # holds libcudart.so.<major> and a libcudart.so link for linking
     installed: bool = True  # False only in a dry-run plan of a PyPI toolchain not cached yet
+    # the CUDA math libraries the train declares, for the row's CPU (release.wheelbuild.host.math_libs)
+    math_libs: Path | None = None
 
     @property
     def bin_dir(self) -> Path:
@@ -220,8 +223,19 @@ def resolve_toolchain(
 
     ``env`` is the environment to look in (CUDA_HOME, PATH). With ``install=False``
     (a dry run) a PyPI toolchain that is not cached yet is described, not installed.
-    Raises ToolError when no toolchain of exactly the row's train can be had.
+    Raises ToolError when no toolchain of exactly the row's train can be had. The CUDA math
+    libraries the train declares come with it, for the row's CPU (a dry run checks their pins only).
     """
+    toolchain = _resolve(row, env=env, cache_dir=cache_dir, install=install)
+    if toolchain is None or not math_packages(row):
+        return toolchain
+    if not install:
+        math_pins(row)  # an unpinned one stops the plan too
+        return toolchain
+    return replace(toolchain, math_libs=ensure_math_libs(row, cache_dir, env))
+
+
+def _resolve(row: Row, *, env: Mapping[str, str], cache_dir: Path, install: bool) -> Toolchain | None:
     if not row.is_cuda:
         return None
     assert row.train is not None
@@ -268,11 +282,19 @@ def resolve_toolchain(
 # --------------------------------------------------------------------------- PyPI toolchain
 
 
+def compiler_pins(row: Row) -> tuple[str, ...]:
+    """The pins installed as the toolchain: ``pypi_toolchain`` less the math libraries' (those come
+    for the row's CPU from release.wheelbuild.host.math_libs), so a policy that adds cuBLAS shares
+    the toolchain folder of one that does not."""
+    math = set(math_pins(row)) if math_packages(row) else set()
+    return tuple(p for p in row.pypi_toolchain if p not in math)
+
+
 def _cached_toolchain(row: Row, full: str, final: Path, env: Mapping[str, str]) -> Toolchain | None:
     """The toolchain installed in ``final`` when it is complete, of exactly the row's pins, and
     works; else None."""
     manifest = read_manifest(final)
-    if manifest is None or manifest.get("pins") != list(row.pypi_toolchain):
+    if manifest is None or manifest.get("pins") != list(compiler_pins(row)):
         return None
     home = final / str(manifest["cuda_home"])
     probe = probe_nvcc(home / "bin" / "nvcc", env)
@@ -314,11 +336,11 @@ def _install_pypi_toolchain(row: Row, full: str, final: Path, env: Mapping[str, 
 
     def fill(tmp: Path) -> None:
         say(row.id, f"installing the pinned CUDA {full} toolchain from PyPI into {final}")
-        pip_install_target(row.pypi_toolchain, tmp, env=env)
+        pip_install_target(compiler_pins(row), tmp, env=env)
         nvccs = sorted(tmp.glob("nvidia/*/bin/nvcc"))
         if len(nvccs) != 1:
             raise ToolError(
-                f"the pins {', '.join(row.pypi_toolchain)} installed {len(nvccs)} nvcc binaries "
+                f"the pins {', '.join(compiler_pins(row))} installed {len(nvccs)} nvcc binaries "
                 "(expected one under nvidia/*/bin/nvcc); check train."
                 f'"{row.train}".pypi_toolchain in rows.toml'
             )
@@ -332,7 +354,7 @@ def _install_pypi_toolchain(row: Row, full: str, final: Path, env: Mapping[str, 
         runtime = lib / f"libcudart.so.{major}"
         if not runtime.exists():
             raise ToolError(
-                f"the pins {', '.join(row.pypi_toolchain)} installed no {runtime.name}; pin the "
+                f"the pins {', '.join(compiler_pins(row))} installed no {runtime.name}; pin the "
                 "CUDA runtime package of the train (nvidia-cuda-runtime==...) too"
             )
         # The PyPI runtime has no libcudart.so dev link; linkers (-lcudart, CMake's
@@ -344,7 +366,7 @@ def _install_pypi_toolchain(row: Row, full: str, final: Path, env: Mapping[str, 
             json.dumps(
                 {
                     "version": MANIFEST_VERSION,
-                    "pins": list(row.pypi_toolchain),
+                    "pins": list(compiler_pins(row)),
                     "full_version": full,
                     "cuda_home": str(home.relative_to(tmp)),
                 },

@@ -31,7 +31,6 @@ import hashlib
 import json
 import os
 import pprint
-import re
 import shutil
 import sys
 import zipfile
@@ -51,6 +50,13 @@ from release.core.pip import NO_PIP_CONFIG, platform_tags
 from release.policy.matrix import Row
 from release.resources.cpus import Cpu, host_arch
 from release.resources.cpus import arch as cpu_arch
+from release.wheelbuild.host.cmake_toolchain import (
+    check_toolchain,
+    toolchain_env,
+    toolchain_text,
+    write_toolchain,
+)
+from release.wheelbuild.host.link_check import link_diagnosis as link_diagnosis  # the backend's import
 from release.wheelbuild.repair.contract import requirement_text
 from release.wheelbuild.toolchain import Toolchain
 
@@ -76,6 +82,7 @@ class CrossTarget:
     sysconfig_name: str  # "_sysconfigdata__linux_aarch64-linux-gnu"
     cuda_home: Path | None  # the cross CUDA_HOME of a CUDA row
     meson_cross_file: Path | None = None  # meson's description of the target (meson_cross_text)
+    cmake_toolchain: Path | None = None  # CMake's (release.wheelbuild.host.cmake_toolchain)
 
     def describe(self) -> str:
         cuda = "" if self.cuda_home is None else f"; CUDA_HOME {self.cuda_home} (the target's CUDA runtime)"
@@ -138,6 +145,8 @@ def cross_env(target: CrossTarget) -> dict[str, str]:
         "PYTHONPATH": str(target.sysconfig_dir),
         "WHEELWRIGHT_CROSS_TARGET": target.triplet,
     }
+    if target.cmake_toolchain is not None:
+        values.update(toolchain_env(target.cmake_toolchain))
     return values
 
 
@@ -178,7 +187,6 @@ def config_settings(backend_name: str, target: CrossTarget | None) -> dict[str, 
 LINKED_BUILD_REQUIREMENTS = {
     "torch": "a PyTorch extension links libtorch, libc10 and libtorch_cuda from the build environment",
 }
-_INCOMPATIBLE = re.compile(r"skipping incompatible (\S+) when searching for (-l\S+)")
 
 
 def linked_requirement_problem(requires: Sequence[str], arch: str) -> str | None:
@@ -195,22 +203,6 @@ def linked_requirement_problem(requires: Sequence[str], arch: str) -> str | None
                 f"holds them for this machine, not for {arch}"
             )
     return None
-
-
-def link_diagnosis(output: str, arch: str) -> str | None:
-    """What a failed cross build's log says when the linker skipped this machine's libraries
-    (``skipping incompatible .../libc10.so when searching for -lc10``), or None."""
-    found = sorted(set(_INCOMPATIBLE.findall(output)))
-    if not found:
-        return None
-    named = ", ".join(f"{Path(path).name} ({flag}, {path})" for path, flag in found[:3])
-    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-    return (
-        f"the link needs libraries of this machine's architecture, not {arch}: {named}{more}; a build "
-        "requirement with native libraries that the extension links (torch, for a PyTorch extension) is "
-        f"installed for this machine. Build this row with --backend container (its {arch} builder image, "
-        f"under emulation here) or on an {arch} machine"
-    )
 
 
 def nvcc_profile(real_home: Path, cross_home: Path, arch: str) -> str:
@@ -472,7 +464,24 @@ def prepare_cross(
         arch,
         cache_dir,
     )
-    target = CrossTarget(arch, _cpu(arch).triplet, cc, cxx, sysdir, sysconfig_name(arch), home, meson)
+    sysroot = cc.resolve().parent.parent / _cpu(arch).triplet
+    toolchain_file = write_toolchain(
+        toolchain_text(
+            arch,
+            cc=cc,
+            cxx=cxx,
+            sysroot=sysroot if sysroot.is_dir() else None,
+            cuda_home=home,
+            cuda_target=None if home is None else home / "targets" / f"{arch}-linux",
+            math_libs=None if toolchain is None else toolchain.math_libs,
+        ),
+        arch,
+        cache_dir,
+    )
+    check_toolchain(toolchain_file, arch, row.id)
+    target = CrossTarget(
+        arch, _cpu(arch).triplet, cc, cxx, sysdir, sysconfig_name(arch), home, meson, toolchain_file
+    )
     return target, cross_tc
 
 

@@ -1,0 +1,142 @@
+"""release/wheelbuild/host/cmake_toolchain.py: the toolchain file's text (pure), and the check that
+fails a toolchain handing the linker libraries of another machine (real ELF files, made here with the
+host's gcc and Debian's aarch64 cross gcc)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from release.core.errors import ToolError
+from release.wheelbuild.host.cmake_toolchain import (
+    check_toolchain,
+    file_machine,
+    library_folders,
+    toolchain_env,
+    toolchain_text,
+    wrong_machine_libraries,
+)
+
+CROSS_GCC = "aarch64-linux-gnu-gcc"
+HOME = Path("/cache/cross/aarch64/cuda-13.0.88-abc")
+TARGET = HOME / "targets" / "aarch64-linux"
+
+
+def _text(home: Path | None = HOME, target: Path | None = TARGET) -> str:
+    return toolchain_text(
+        "aarch64",
+        cc=Path("/usr/bin/aarch64-linux-gnu-gcc"),
+        cxx=Path("/usr/bin/aarch64-linux-gnu-g++"),
+        sysroot=Path("/usr/aarch64-linux-gnu"),
+        cuda_home=home,
+        cuda_target=target,
+    )
+
+
+def test_the_toolchain_turns_on_cmakes_cross_mode_for_the_target_and_its_cuda_home() -> None:
+    lines = _text().splitlines()
+    assert "set(CMAKE_SYSTEM_NAME Linux)" in lines
+    assert "set(CMAKE_SYSTEM_PROCESSOR aarch64)" in lines  # FindCUDAToolkit: CUDAToolkit_TARGET_NAME
+    assert 'set(CMAKE_CXX_COMPILER "/usr/bin/aarch64-linux-gnu-g++")' in lines
+    assert f'set(CMAKE_CUDA_COMPILER "{HOME}/bin/nvcc")' in lines
+    assert 'set(CMAKE_CUDA_HOST_COMPILER "/usr/bin/aarch64-linux-gnu-g++")' in lines
+    assert f'set(CUDAToolkit_ROOT "{HOME}")' in lines
+    assert f'set(CMAKE_FIND_ROOT_PATH "{TARGET}" "/usr/aarch64-linux-gnu")' in lines
+    # libraries only from the target's folders; a build requirement's CMake config from this machine
+    assert "set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)" in lines
+    assert "set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)" in lines
+    assert "set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)" in lines
+
+
+def test_a_cpu_row_s_toolchain_names_no_cuda() -> None:
+    text = _text(home=None, target=None)
+    assert "CUDA" not in text
+    assert 'set(CMAKE_FIND_ROOT_PATH "/usr/aarch64-linux-gnu")' in text.splitlines()
+
+
+def test_the_toolchain_reaches_cmake_through_its_environment_variable() -> None:
+    assert toolchain_env(Path("/c/toolchain.cmake")) == {"CMAKE_TOOLCHAIN_FILE": "/c/toolchain.cmake"}
+
+
+def test_the_check_reads_the_folders_the_file_hands_find_library() -> None:
+    folders = library_folders(_text())
+    assert TARGET / "lib" in folders and HOME / "lib64" in folders
+    assert Path("/usr/aarch64-linux-gnu/lib") in folders
+
+
+def test_an_unknown_cpu_is_refused_by_name() -> None:
+    with pytest.raises(ToolError, match="sparc64"):
+        toolchain_text(
+            "sparc64", cc=Path("cc"), cxx=Path("c++"), sysroot=None, cuda_home=None, cuda_target=None
+        )
+
+
+# --------------------------------------------------------------------------- real ELF files
+
+
+def _library(folder: Path, name: str, compiler: str, *, static: bool = False) -> Path:
+    if shutil.which(compiler) is None:
+        pytest.fail(f"{compiler} is missing: scripts/setup.sh installs it")
+    folder.mkdir(parents=True, exist_ok=True)
+    src = folder / f"{name}.c"
+    src.write_text("int cudaRuntimeGetVersion(int *v) { *v = 13000; return 0; }\n", encoding="utf-8")
+    if static:
+        obj = folder / f"{name}.o"
+        subprocess.run([compiler, "-c", "-fPIC", str(src), "-o", str(obj)], check=True)
+        out = folder / f"lib{name}.a"
+        subprocess.run(["ar", "rcs", str(out), str(obj)], check=True)
+        obj.unlink()
+    else:
+        out = folder / f"lib{name}.so.13"
+        subprocess.run([compiler, "-shared", "-fPIC", str(src), "-o", str(out)], check=True)
+        (folder / f"lib{name}.so").symlink_to(out.name)
+    src.unlink()
+    return out
+
+
+def _toolchain(tmp_path: Path, home: Path) -> Path:
+    path = tmp_path / "toolchain.cmake"
+    path.write_text(_text(home=home, target=home / "targets" / "aarch64-linux"), encoding="utf-8")
+    return path
+
+
+def test_a_toolchain_pointing_at_this_machines_toolkit_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """Must-fail: the CUDA home's lib64 holds an x86_64 libcudart (this machine's toolkit)."""
+    home = tmp_path / "cuda"
+    wrong = _library(home / "lib64", "cudart", "gcc")
+    with pytest.raises(ToolError) as caught:
+        check_toolchain(_toolchain(tmp_path, home), "aarch64", "cu130-py311-aarch64")
+    text = str(caught.value)
+    assert text.startswith("row cu130-py311-aarch64: the aarch64 cross build's CMake toolchain")
+    assert f"{wrong} (x86_64)" in text or f"{wrong.with_name('libcudart.so')} (x86_64)" in text
+
+
+def test_an_x86_64_static_runtime_in_the_target_folder_is_refused(tmp_path: Path) -> None:
+    """Must-fail: libcudart_static.a of this machine (an ar archive: its first object's machine)."""
+    home = tmp_path / "cuda"
+    _library(home / "targets" / "aarch64-linux" / "lib", "cuda_aarch64", CROSS_GCC)
+    wrong = _library(home / "targets" / "aarch64-linux" / "lib", "cudart_static", "gcc", static=True)
+    assert file_machine(wrong) == 62
+    with pytest.raises(ToolError, match=r"libcudart_static\.a \(x86_64\)"):
+        check_toolchain(_toolchain(tmp_path, home), "aarch64", "cu130-py311-aarch64")
+
+
+def test_a_cross_cuda_home_of_aarch64_libraries_passes(tmp_path: Path) -> None:
+    home = tmp_path / "cuda"
+    lib = home / "targets" / "aarch64-linux" / "lib"
+    shared = _library(lib, "cudart", CROSS_GCC)
+    static = _library(lib, "cudart_static", CROSS_GCC, static=True)
+    (home / "lib").symlink_to(lib)
+    assert file_machine(shared) == file_machine(static) == 183
+    check_toolchain(_toolchain(tmp_path, home), "aarch64", "cu130-py311-aarch64")
+    assert wrong_machine_libraries([lib, home / "lib"], "aarch64") == []
+
+
+def test_a_toolchain_naming_no_folders_fails_closed(tmp_path: Path) -> None:
+    path = tmp_path / "toolchain.cmake"
+    path.write_text("set(CMAKE_SYSTEM_NAME Linux)\n", encoding="utf-8")
+    with pytest.raises(ToolError, match="cannot be done"):
+        check_toolchain(path, "aarch64", "cu130-py311-aarch64")
