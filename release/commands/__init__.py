@@ -3,7 +3,7 @@
 ``func``) and ``run(args) -> int`` (the command: its output and its exit code).
 
 :func:`release.cli.build_parser` registers them in the order of :data:`COMMANDS`: plan, matrix,
-smoke, publish, release, channels, build, audit, verify, trains, index; :mod:`.options` holds the
+smoke, publish, release, channels, build, audit, verify, trains, index, coverage; :mod:`.options` holds the
 options and the row selection they share. A command raises a
 :class:`release.core.errors.WheelwrightError`; :func:`release.cli.main` is the one place that turns it
 into an exit code. No stage, and nothing in release/core or release/binary, imports this package.
@@ -25,4 +25,5 @@ COMMANDS = (
     "verify",
     "trains",
     "index",
+    "coverage",
 )

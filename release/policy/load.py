@@ -24,6 +24,7 @@ from packaging.utils import canonicalize_name
 
 from release.policy.checker import Checker, brief, join, kind
 from release.policy.model import (
+    GPU_COVERAGE,
     MANYLINUX_ARCHS,
     SCHEMA,
     SCHEMA_VERSION,
@@ -217,7 +218,8 @@ def _dependencies(
                     f"{where}.libraries[{j}]",
                     f"{brief(lib)} is not a shared library's soname like 'libc10.so' or 'libfoo.so.1'",
                 )
-        out.append(Dependency(package, index, plats, vars_, libs))
+        coverage = c.choice(t.get("gpu_coverage", "report"), f"{where}.gpu_coverage", GPU_COVERAGE)
+        out.append(Dependency(package, index, plats, vars_, libs, coverage))
     return tuple(out)
 
 

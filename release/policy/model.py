@@ -22,6 +22,8 @@ RejectAllow = Literal["reject", "allow"]
 # package that loads its libraries through ctypes).
 WheelTags = Literal["cpython", "abi3", "py3-none"]
 WHEEL_TAGS: tuple[WheelTags, ...] = ("cpython", "abi3", "py3-none")
+# [[dependency]].gpu_coverage: a row's arch list against the package's device code (release.coverage)
+GPU_COVERAGE: tuple[str, ...] = ("report", "fail", "take")
 
 # Every table of the schema: (required keys, optional keys). docs/rows-toml.md documents
 # each of them, and tests/unit/test_docs.py checks that the two never drift apart.
@@ -41,7 +43,7 @@ SCHEMA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "train.X.Y.cuda_packages": (("name", "libraries", "installs_to"), ("also_accepted",)),
     "exclude": (("reason",), ("python", "platform")),
-    "dependency": (("package", "index"), ("platforms", "variants", "libraries")),
+    "dependency": (("package", "index"), ("platforms", "variants", "libraries", "gpu_coverage")),
     "target.NAME": (("rehearsal",), ("local_server", "index")),
     "target.NAME.index.VARIANT": (("upload_url", "simple_url"), ("max_wheel_mib",)),
 }
@@ -115,6 +117,9 @@ class Dependency:
     # sonames the package provides at run time (torch: libc10.so, libtorch_cpu.so, ...): a
     # library of the wheel that needs one finds it loaded by the package; never grafted in repair
     libraries: tuple[str, ...] = ()
+    # what `coverage` and `plan` do when a row's arch list and this package's device code differ
+    # (release.coverage.compare): "report", "fail" the plan, or "take" the package's list
+    gpu_coverage: str = "report"
 
     def applies_to(self, variant: str, platform: str) -> bool:
         """Whether this entry concerns a row (an entry without variants: every row of its platforms)."""

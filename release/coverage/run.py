@@ -1,0 +1,138 @@
+"""Coverage for the selected rows of a policy: each row's prediction, and each row against the device code
+of its GPU dependencies (``[[dependency]]`` entries that apply to it), reading each dependency wheel once.
+
+:func:`cover` is what ``python -m release coverage`` and ``plan`` call. A dependency whose entry says
+``gpu_coverage = "fail"`` or ``"take"`` and whose wheel is not found fails closed (InputError naming the
+row, the package and where it looked); with ``"report"`` the row says it was not read, and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from release.core.errors import CheckFailed, InputError
+from release.coverage.compare import DependencyCoverage, GpuCoverageMode, compare
+from release.coverage.dependency import DependencyCode, Wanted, cache_folder, download, find_wheel, read
+from release.coverage.predict import RowCoverage, row_coverage
+
+if TYPE_CHECKING:
+    from release.policy.matrix import Row
+    from release.policy.model import Policy
+
+__all__ = ["COVERAGE_JSON_VERSION", "CoverageReport", "RowReport", "cover"]
+
+COVERAGE_JSON_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RowReport:
+    row: RowCoverage
+    dependencies: tuple[DependencyCoverage, ...] = ()
+    not_read: tuple[
+        tuple[str, str], ...
+    ] = ()  # (package, why) for a "report" entry whose wheel was not found
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.row.to_json(),
+            "dependencies": [d.to_json() for d in self.dependencies],
+            "not_read": [{"package": p, "why": why} for p, why in self.not_read],
+        }
+
+
+@dataclass(frozen=True)
+class CoverageReport:
+    rows: tuple[RowReport, ...]
+    seconds: Mapping[str, float] = field(default_factory=dict)  # per dependency wheel read
+
+    @property
+    def failed(self) -> tuple[tuple[str, DependencyCoverage], ...]:
+        return tuple((r.row.row_id, d) for r in self.rows for d in r.dependencies if d.failed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": COVERAGE_JSON_VERSION,
+            "rows": [r.to_json() for r in self.rows],
+            "read_seconds": {k: round(v, 2) for k, v in self.seconds.items()},
+        }
+
+    def raise_if_failed(self, policy_path: str) -> None:
+        """CheckFailed naming each row whose ``gpu_coverage = "fail"`` dependency it loses GPUs against."""
+        if not self.failed:
+            return
+        lines = []
+        for row_id, d in self.failed:
+            lost = ", ".join(f"{g.name} ({g.cc})" for g in d.lost)
+            what = (
+                f"omits GPUs {d.package} runs on: {lost}" if d.lost else f"serves no GPU {d.package} serves"
+            )
+            lines.append(
+                f"{policy_path}: row {row_id}: its gpu_archs {what} ({d.wheel} carries {d.taken_text}); users of "
+                f"those GPUs get a wheel that installs and then fails; add them to [train].gpu_archs, or set "
+                f'[[dependency]] package = "{d.package}" gpu_coverage = "take" or "report"'
+            )
+        raise CheckFailed("\n".join(lines))
+
+
+def _sources(wheelhouses: Sequence[Path], env: Mapping[str, str]) -> list[Path]:
+    return [*wheelhouses, cache_folder(env)]
+
+
+def cover(
+    policy: Policy,
+    rows: Sequence[Row],
+    *,
+    wheelhouses: Sequence[Path] = (),
+    env: Mapping[str, str],
+    download_missing: bool = False,
+    read_reported: bool = True,
+) -> CoverageReport:
+    """Coverage of every CUDA row of ``rows``; ``read_reported=False`` reads the wheels of ``fail`` and
+    ``take`` entries only (``plan`` without ``--wheelhouse``)."""
+    codes: dict[Path, DependencyCode] = {}
+    seconds: dict[str, float] = {}
+    out: list[RowReport] = []
+    for row in rows:
+        if not row.is_cuda:
+            continue
+        cov = row_coverage(row.id, row.platform, row.train, row.gpu_archs)
+        deps: list[DependencyCoverage] = []
+        not_read: list[tuple[str, str]] = []
+        for dep in policy.dependencies:
+            if not dep.applies_to(row.variant, row.platform):
+                continue
+            mode = cast(GpuCoverageMode, dep.gpu_coverage)
+            if mode == "report" and not read_reported:
+                continue
+            wanted = Wanted(dep.package, row.platform, row.python, row.variant, row.manylinux)
+            folders = _sources(wheelhouses, env)
+            wheel = find_wheel(wanted, folders)
+            if wheel is None and download_missing:
+                wheel = download(wanted, dep.index, cache_folder(env), env=env)
+            if wheel is None:
+                why = (
+                    f"no wheel of {dep.package} for {row.platform}, Python {row.python}, {row.variant} in "
+                    f"{', '.join(str(f) for f in folders)}; pass --wheelhouse DIR, or --download"
+                )
+                if mode != "report":
+                    raise InputError(
+                        f"{policy.path}: row {row.id}: [[dependency]] {dep.package} gpu_coverage = {mode!r}: "
+                        f"cannot compare: {why}"
+                    )
+                not_read.append((dep.package, why))
+                continue
+            if wheel not in codes:
+                codes[wheel] = read(wheel, dep.package)
+                seconds[wheel.name] = codes[wheel].seconds
+            code = codes[wheel]
+            if not code.libraries:
+                not_read.append(
+                    (dep.package, f"{wheel.name} carries no device code: nothing to compare with")
+                )
+                continue
+            deps.append(compare(cov, row.gpu_archs, code, mode))
+        out.append(RowReport(cov, tuple(deps), tuple(not_read)))
+    return CoverageReport(tuple(out), seconds)
