@@ -7,12 +7,14 @@ and its build record must match it (the record chain, exit 1 when it does not). 
 passed, 1 some wheel has failing findings, 2 bad input (unreadable wheel, unknown
 row, malformed arch list); with ``--json`` every error, the command's own too (a missing
 policy, a claim that does not parse), is in the document's ``errors`` as well as on stderr.
-Wheel files with no claim and no rows.toml in this folder are audited standalone with the
-checks that need no claim (:func:`release.audit.claim.unclaimed_expectation`): a partial audit.
-A record ``<wheel>.audit.json`` and a page ``<wheel>.audit.html``
-(the GPU support grid, the findings, the inventory) are written beside each wheel audited
-against a row of a policy unless ``--no-record``; a standalone audit (a claim given on the
-command line, or none) writes nothing beside the wheel unless ``--record``. Under GitHub Actions each failing finding is also an ``::error``
+Wheel files with no claim and no rows.toml in this folder, and another project's wheel files
+under the rows.toml of this folder (its distribution name is not the policy's project), are
+audited standalone with the checks that need no claim
+(:func:`release.audit.claim.unclaimed_expectation`): a partial audit, the survey's verdict.
+A record ``<wheel>.audit.json`` and a page ``<wheel>.audit.html`` (the GPU support grid, the
+findings, the inventory) are written beside each wheel in ``--dist`` audited against a row of a
+policy unless ``--no-record``; a wheel elsewhere (a download folder) and a standalone audit (a
+claim given on the command line, or none) get nothing written beside them unless ``--record``. Under GitHub Actions each failing finding is also an ``::error``
 annotation (title: the check) and each CUDA wheel's GPU support table goes to the job summary.
 """
 
@@ -107,13 +109,13 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
         "--no-record",
         action="store_true",
         help="do not write <wheel>.audit.json and <wheel>.audit.html beside the wheel (an audit against a "
-        "row of a policy writes them by default)",
+        "row of a policy writes them by default for a wheel in --dist)",
     )
     written.add_argument(
         "--record",
         action="store_true",
-        help="write them for a standalone audit too (a claim given here, no policy row), which by default "
-        "writes nothing beside someone else's wheel, as auditwheel show does not",
+        help="write them for a standalone audit too (a claim given here, no policy row) and for a wheel "
+        "outside --dist, which by default get nothing written beside them, as auditwheel show writes nothing",
     )
     p.add_argument(
         "--dist", default="dist", help="where row wheels are, for ROW arguments (default: %(default)s)"
@@ -256,7 +258,7 @@ def _audit(args: argparse.Namespace, results: list[AuditResult], errors: list[di
         try:
             if fixed is not None:
                 expectation = fixed
-            elif policy is not None and stranger(wheel, policy):
+            elif policy is not None and args.policy is None and stranger(wheel, policy):
                 expectation = _standalone(args, wheel, policy)
             else:
                 from release import records  # the record store: only for rows and policies

@@ -215,7 +215,7 @@ def test_record_written_and_accepted_by_publish(tmp_path: Path) -> None:
     by_id = {c["id"]: c for c in CASES}
     good = shutil.copy(WHEELS / by_id["fx_good_cu130"]["wheel"], tmp_path)
     bad = shutil.copy(WHEELS / by_id["fx_missing_arch"]["wheel"], tmp_path)
-    code, _, _ = run_cli([str(good), str(bad), "--policy", str(FIXTURES / "policy.toml")])
+    code, _, _ = run_cli([str(good), str(bad), "--policy", str(FIXTURES / "policy.toml"), "--record"])
     assert code == 1
     psha = policy_sha256(load_policy(FIXTURES / "policy.toml"))
     import hashlib

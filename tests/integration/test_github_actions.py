@@ -128,7 +128,7 @@ def test_audit_cli_under_github_actions(tmp_path: Path) -> None:
     summary = tmp_path / "step-summary.md"
     env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
     policy = str(FIXTURES / "policy.toml")
-    bad = _run(tmp_path, "audit", MISSING.name, "--policy", policy, env=env)
+    bad = _run(tmp_path, "audit", MISSING.name, "--policy", policy, "--record", env=env)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     errors = [line for line in bad.stderr.splitlines() if line.startswith("::error title=")]
     assert errors and all(line.startswith("::error title=device_code::") for line in errors[:1]), bad.stderr
