@@ -108,6 +108,12 @@ def plan(session: nox.Session) -> None:
     _release(session, "plan", *session.posargs)
 
 
+@nox.session(tags=["plan"])
+def coverage(session: nox.Session) -> None:
+    """Which GPUs each row's gpu_archs serve, and against its GPU dependency (pass --wheelhouse DIR, --json after --)."""
+    _release(session, "coverage", *session.posargs)
+
+
 @nox.session(default=False)
 def matrix(session: nox.Session) -> None:
     """Print the GitHub Actions build matrix, generated from rows.toml."""

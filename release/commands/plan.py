@@ -12,6 +12,7 @@ from release.commands.options import row_command, rows_from_args
 from release.core import log
 
 if TYPE_CHECKING:  # the policy modules are imported by the commands that read a policy
+    from release.coverage.run import CoverageReport
     from release.policy.matrix import Row
     from release.policy.model import Policy
 
@@ -62,6 +63,15 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
         description="Show the rows rows.toml expands to.",
     )
     p.add_argument("--json", action="store_true", help=f"versioned JSON (version {PLAN_JSON_VERSION})")
+    p.add_argument(
+        "--coverage",
+        action="store_true",
+        help="add the coverage section (python -m release coverage): always there when a [[dependency]] "
+        "says gpu_coverage = 'fail' or 'take'",
+    )
+    from release.commands.coverage import add_coverage_options
+
+    add_coverage_options(p)
     return p
 
 
@@ -69,8 +79,31 @@ def run(args: argparse.Namespace) -> int:
     policy, rows = rows_from_args(args)
     for note in policy.notes:
         log.info(f"note: {note}")
+    coverage = _coverage(args, policy, rows)
     if args.json:
-        print(json.dumps(plan_json(policy, rows), indent=2, sort_keys=True))
+        data = plan_json(policy, rows)
+        if coverage is not None:
+            data["coverage"] = coverage.to_json()
+        print(json.dumps(data, indent=2, sort_keys=True))
     else:
         print(render_plan(rows))
+        if coverage is not None:
+            from release.coverage.render import render
+
+            print("\n" + render(coverage))
+    if coverage is not None:
+        coverage.raise_if_failed(policy.path)
     return 0
+
+
+def _coverage(args: argparse.Namespace, policy: Policy, rows: Sequence[Row]) -> CoverageReport | None:
+    """The coverage section (release.coverage): with --coverage, or where a dependency's gpu_coverage is
+    'fail' or 'take' (then its wheel is read, and a row that loses GPUs fails the plan)."""
+    strict = any(d.gpu_coverage != "report" for d in policy.dependencies)
+    if not (args.coverage or strict):
+        return None
+    import os
+
+    from release.coverage.run import cover
+
+    return cover(policy, rows, wheelhouses=args.wheelhouse, env=os.environ, read_reported=args.coverage)

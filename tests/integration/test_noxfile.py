@@ -19,7 +19,7 @@ from release.resources.cpus import host_arch
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXED = {"plan", "matrix", "trains", "release", "tests", "tests-slow", "lint"}
+FIXED = {"plan", "coverage", "matrix", "trains", "release", "tests", "tests-slow", "lint"}
 
 
 ONE_PYTHON = """schema_version = 1

@@ -1,0 +1,148 @@
+"""``coverage`` and ``plan`` against torch 2.14.1's real wheel (x86_64, cp311, pinned in
+tests/helpers/real_wheels.py): the device code coverage reports for each torch library equals cuobjdump's
+listing of it, torchsaxpy's row gains and loses no GPU against torch, and a policy whose row omits 7.5
+fails ``plan`` when its dependency says ``gpu_coverage = "fail"`` (and passes with ``"report"``).
+
+Not here: torch 2.14.1 for aarch64. The machine's wheel sources hold only the x86_64 wheel (the aarch64
+pins are NVIDIA's library wheels), so the aarch64 rows are compared with synthetic libraries only
+(tests/unit/test_coverage.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.proc import python_m
+from helpers.real_wheels import real_wheel
+
+from release.binary.cuobjdump import ensure_cuobjdump, list_device_code
+from release.core.machine import default_cache_dir
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.network]
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = ROOT / "examples" / "torchsaxpy" / "rows.toml"
+ROW = "cu130-py311-x86_64"
+LIBRARIES = (
+    "torch/lib/libtorch_cuda.so",
+    "torch/lib/libtorch_cuda_linalg.so",
+    "torch/lib/libtorch_nvshmem.so",
+)
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding only the pinned torch wheel (a link to the cached file)."""
+    torch = real_wheel("torch")
+    folder = tmp_path_factory.mktemp("wheelhouse")
+    (folder / torch.name).symlink_to(torch)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def report(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], float]:
+    env = {**os.environ, "WHEELWRIGHT_CACHE": str(tmp_path_factory.mktemp("cache"))}  # no other cached wheel
+    start = time.perf_counter()
+    done = python_m(
+        "release", "coverage", "--policy", str(POLICY), "--wheelhouse", str(wheelhouse), "--json",
+        env=env, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    seconds = time.perf_counter() - start
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), seconds
+
+
+def _row(report: dict[str, Any]) -> dict[str, Any]:
+    (row,) = [r for r in report["rows"] if r["row"] == ROW]
+    return row
+
+
+def test_torchsaxpy_gains_and_loses_no_gpu_against_torch(report: tuple[dict[str, Any], float]) -> None:
+    data, seconds = report
+    (torch,) = _row(data)["dependencies"]
+    assert torch["wheel"] == real_wheel("torch").name
+    assert torch["lost"] == [] and torch["dead"] == [] and not torch["disjoint"] and not torch["failed"]
+    assert torch["dependency_gpu_archs"] == "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"  # = torchsaxpy's own list
+    rows = {g["gpu"]: (g["dependency"], g["row"]) for g in torch["gpus"]}
+    assert rows == {
+        name: ("native", "native")
+        for name in (
+            "T4 / RTX 20",
+            "A100",
+            "A10 / RTX 30",
+            "L4 / RTX 40",
+            "H100 / H200",
+            "B200",
+            "B300",
+            "RTX 50 / RTX PRO",
+        )
+    }  # an x86_64 row: no Jetson, Grace part or DGX Spark
+    assert seconds < 30, f"coverage with torch cached took {seconds:.1f} s"
+
+
+def test_the_targets_it_reports_are_cuobjdumps(report: tuple[dict[str, Any], float], tmp_path: Path) -> None:
+    data, _ = report
+    (torch,) = _row(data)["dependencies"]
+    assert sorted(torch["carried"]) == sorted(LIBRARIES)
+    tool = ensure_cuobjdump(default_cache_dir(os.environ))
+    with zipfile.ZipFile(real_wheel("torch")) as z:
+        for name in LIBRARIES:
+            out = tmp_path / name.rsplit("/", 1)[-1]
+            with z.open(name) as src, out.open("wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            listed = list_device_code(out, cuobjdump=tool, timeout=600)
+            out.unlink()
+            # cuobjdump names an sm_103f cubin sm_103: compare with the family mark taken off
+            ours = {t[:-1] if t.startswith("sm_") and t.endswith("f") else t for t in torch["carried"][name]}
+            theirs = {arch for _kind, arch in listed}
+            assert ours == theirs, name
+
+
+def _policy(tmp_path: Path, archs: str, mode: str) -> Path:
+    here = POLICY.parent
+    text = POLICY.read_text(encoding="utf-8")
+    text = text.replace('path = "."', f'path = "{os.path.relpath(here, tmp_path)}"')
+    text = text.replace(
+        'gpu_archs.x86_64 = ["7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0+PTX"]',
+        f"gpu_archs.x86_64 = {archs}",
+    )
+    text = text.replace('package = "torch"', f'package = "torch"\ngpu_coverage = "{mode}"')
+    path = tmp_path / f"rows-{mode}.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_row_that_omits_an_arch_torch_serves_fails_the_plan(wheelhouse: Path, tmp_path: Path) -> None:
+    """Must fail: the row drops 7.5; torch runs on a T4; the policy asks plan to fail."""
+    lossy = '["8.0", "8.6", "8.9", "9.0", "10.0", "12.0+PTX"]'
+    failed = python_m("release", "plan", "--policy", str(_policy(tmp_path, lossy, "fail")), "--wheelhouse",
+                      str(wheelhouse), cwd=ROOT, timeout=300)  # fmt: skip
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert f"row {ROW}: its gpu_archs omits GPUs torch runs on: T4 / RTX 20 (7.5)" in failed.stderr
+    reported = python_m("release", "plan", "--policy", str(_policy(tmp_path, lossy, "report")), "--coverage",
+                        "--wheelhouse", str(wheelhouse), cwd=ROOT, timeout=300)  # fmt: skip
+    assert reported.returncode == 0, reported.stderr
+    assert "lost (the dependency runs there, the row does not): T4 / RTX 20 (7.5)" in reported.stdout
+    taken = python_m("release", "plan", "--policy", str(_policy(tmp_path, lossy, "take")), "--json",
+                     "--wheelhouse", str(wheelhouse), cwd=ROOT, timeout=300)  # fmt: skip
+    assert taken.returncode == 0, taken.stderr
+    (row,) = json.loads(taken.stdout)["coverage"]["rows"]
+    assert row["dependencies"][0]["taken"] == "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
+
+
+def test_fail_without_the_wheel_fails_closed(tmp_path: Path) -> None:
+    env = {**os.environ, "WHEELWRIGHT_CACHE": str(tmp_path / "cache")}
+    done = python_m("release", "plan", "--policy", str(_policy(tmp_path, '["9.0+PTX"]', "fail")),
+                    "--wheelhouse", str(tmp_path / "empty"), env=env, cwd=ROOT, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (
+        "gpu_coverage = 'fail': cannot compare: no wheel of torch for x86_64, Python 3.11, cu130"
+        in done.stderr
+    )
