@@ -1,9 +1,10 @@
 """Upload one staged wheel and, when that fails, say exactly what the index holds and what to do next.
 
-:func:`upload_one` sends the staged copy, sealed (:func:`release.publish.guards.seal.sealed_upload`:
-hashed right before and right after): with twine, one file per call, under the upload's deadline
+:func:`upload_one` sends a sealed memfd copy of the staged file (:func:`release.publish.guards.seal.sealed_upload`:
+the sealed bytes hashed before, the staged path hashed again after): with twine reading only that
+memfd (:mod:`release.publish.sealed_twine`), one file per call, under the upload's deadline
 (:mod:`release.publish.guards.deadlines`) and killed with its parent, or, for a ``file://`` upload
-URL, as a copy into a static index folder (:mod:`release.publish.index.static`). On any failure it
+URL, as a copy of it into a static index folder (:mod:`release.publish.index.static`). On any failure it
 reads the index back: the file there with the audited sha256 is ours (or someone else's, when the
 index refused ours); another file under that name is diagnosed (:mod:`release.publish.guards.conflicts`);
 none is a StepFailed that says how to resume. :func:`done_so_far` is the line every such message
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -37,7 +39,7 @@ from release.publish.guards.plan import (
     twine_command,
     twine_env,
 )
-from release.publish.index.static import add_wheels, write_static_index
+from release.publish.index.static import add_sealed, write_static_index
 from release.publish.prepared import PreparedPublish
 
 Outcome = Literal["uploaded", "raced"]
@@ -52,17 +54,31 @@ def done_so_far(uploaded: Sequence[str], p: PreparedPublish) -> str:
     )
 
 
-def _add_to_static(staged: Path, index: IndexTarget) -> None:
-    """A ``file://`` upload URL is a static index folder: add the file, rewrite the pages."""
+def _add_to_static(fd: int, filename: str, index: IndexTarget) -> None:
+    """A ``file://`` upload URL is a static index folder: add the sealed copy under the wheel's
+    name, rewrite the pages."""
     root = Path(url2pathname(urlsplit(index.upload_url).path))
-    add_wheels(root, [staged])
+    add_sealed(root, filename, Path(f"/proc/self/fd/{fd}"))
     write_static_index(root)
 
 
-def _run_twine(wheel: LocalWheel, p: PreparedPublish) -> tuple[bool, str, float | None]:
+def sealed_twine_command(wheel: LocalWheel, fd: int, p: PreparedPublish) -> list[str]:
+    """twine's upload of the sealed copy ``fd`` (:mod:`release.publish.sealed_twine`, run as a script
+    with ``-P``: no folder of this checkout on its path), killed with this process: the options of
+    ``twine upload``, the staged path (for its name: never opened) and the audited sha256."""
+    twine = twine_command(p.index, wheel.path)
+    options = twine[twine.index("upload") + 1 : -1]  # the options, not the staged path
+    script = str(Path(__file__).with_name("sealed_twine.py"))
+    pid = os.getpid()
+    return dies_with_parent(
+        [sys.executable, "-P", script, str(pid), str(fd), str(wheel.path), wheel.sha256, *options], pid
+    )
+
+
+def _run_twine(wheel: LocalWheel, fd: int, p: PreparedPublish) -> tuple[bool, str, float | None]:
     """(ok, output, the deadline when twine was killed at it)."""
     limit = p.deadlines.for_upload(wheel.size)
-    command = dies_with_parent(twine_command(p.index, wheel.path), os.getpid())
+    command = sealed_twine_command(wheel, fd, p)
     try:
         result = proc.run(command, env=twine_env(p.environ, p.creds), check=False, timeout=limit)
     except StepFailed as exc:
@@ -72,20 +88,19 @@ def _run_twine(wheel: LocalWheel, p: PreparedPublish) -> tuple[bool, str, float 
     return result.returncode == 0, result.stdout + "\n" + result.stderr, None
 
 
-def _send(wheel: LocalWheel, p: PreparedPublish) -> tuple[bool, str, float | None]:
-    """One upload of the staged file: twine, or a copy into a static index folder."""
+def _send(wheel: LocalWheel, fd: int, p: PreparedPublish) -> tuple[bool, str, float | None]:
+    """One upload of the sealed copy ``fd``: twine, or a copy into a static index folder."""
     if p.index.upload_url.startswith("file://"):
-        _add_to_static(wheel.path, p.index)
+        _add_to_static(fd, wheel.filename, p.index)
         return True, "", None
-    return _run_twine(wheel, p)
+    return _run_twine(wheel, fd, p)
 
 
 def upload_one(wheel: LocalWheel, p: PreparedPublish, uploaded: Sequence[str], say: Log) -> Outcome:
-    """Upload one staged wheel, sealed (:func:`release.publish.guards.seal.sealed_upload`: hashed right
-    before and right after); on any failure read the index back and say exactly what is there."""
+    """Upload one staged wheel's sealed copy (:func:`release.publish.guards.seal.sealed_upload`); on any failure read the index back and say exactly what is there."""
     try:
         ok, output, killed_at = seal.sealed_upload(
-            wheel.path, wheel.filename, wheel.sha256, lambda: _send(wheel, p)
+            wheel.path, wheel.filename, wheel.sha256, lambda fd: _send(wheel, fd, p)
         )
     except CheckFailed as exc:
         raise CheckFailed(f"{exc}\n{done_so_far(uploaded, p)}") from None

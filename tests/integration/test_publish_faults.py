@@ -74,7 +74,7 @@ def _twines(marker: str) -> list[int]:
                 args = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"twine" in args and any(marker.encode() in a for a in args):
+            if any(b"twine" in a for a in args) and any(marker.encode() in a for a in args):
                 pids.append(int(entry.name))
     return pids
 

@@ -152,28 +152,37 @@ def _row_of(filename: str) -> str:
     return next(row for row in ROWS if f"cp{row.split('-py')[1].split('-')[0]}-" in filename)
 
 
-def test_a_file_changed_while_it_was_uploaded_is_named(tmp_path: Path) -> None:
+def test_the_uploader_reads_a_sealed_copy_and_a_change_of_the_staged_file_is_named(tmp_path: Path) -> None:
     staged = tmp_path / "w.whl"
     staged.write_bytes(b"audited bytes")
     audited = sha256_file(staged)
     seal.seal(staged)
 
-    def upload_that_races_a_writer() -> str:
+    def upload_that_races_a_writer(fd: int) -> bytes:
         tmp = tmp_path / "other"
         tmp.write_bytes(b"other bytes")
-        os.replace(tmp, staged)
-        return "sent"
+        os.replace(tmp, staged)  # renamed over the staged path while the uploader reads
+        with pytest.raises(PermissionError):  # the sealed copy: no write, by anyone
+            os.write(fd, b"x")
+        return Path(f"/proc/self/fd/{fd}").read_bytes()
 
     with pytest.raises(CheckFailed) as info:
         seal.sealed_upload(staged, "w.whl", audited, upload_that_races_a_writer)
     message = str(info.value)
     assert "w.whl: the staged copy publish re-audited changed after its upload" in message
-    assert "the uploader may have read other bytes" in message and "[rule: sealed-bytes]" in message
+    assert "the uploader read the sealed copy made before" in message and "[rule: sealed-bytes]" in message
+    read: list[bytes] = []
+    staged.write_bytes(b"audited bytes")
+    seal.sealed_upload(
+        staged, "w.whl", audited, lambda fd: read.append(Path(f"/proc/self/fd/{fd}").read_bytes())
+    )
+    assert read == [b"audited bytes"]  # the case that passes: the uploader got the audited bytes
     staged.unlink()
     with pytest.raises(CheckFailed, match=r"w\.whl: .* changed before its upload \(it is gone"):
-        seal.sealed_upload(staged, "w.whl", audited, lambda: pytest.fail("must not upload"))
-    staged.write_bytes(b"audited bytes")
-    assert seal.sealed_upload(staged, "w.whl", audited, lambda: "sent") == "sent"  # the case that passes
+        seal.sealed_upload(staged, "w.whl", audited, lambda fd: pytest.fail("must not upload"))
+    staged.symlink_to(tmp_path / "other")  # a symlink is not followed
+    with pytest.raises(CheckFailed, match=r"changed before its upload"):
+        seal.sealed_upload(staged, "w.whl", audited, lambda fd: pytest.fail("must not upload"))
 
 
 def test_a_killed_runs_staging_folder_is_swept_and_a_live_runs_kept(

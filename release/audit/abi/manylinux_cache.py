@@ -12,7 +12,11 @@ lives with the policies in :mod:`release.audit.abi.manylinux`; this module is th
   exhaust the parser), is replaced, never trusted;
 * an unwritable cache only costs the next audit the import;
 * musl's policies (auditwheel keeps only the host's own musl policy) and Android's (read from the
-  wheel) are never cached: a file from another host or wheel would lie.
+  wheel) are never cached: a file from another host or wheel would lie;
+* a cache is no permission: inside :func:`cold` (publish's audit again, a gate) the policies come
+  from the installed auditwheel only, and the file is neither read nor written. Anyone with this
+  user's rights can edit the file (a policy that allows ``libcrypto.so.3``): only the audits a
+  person reads (``python -m release audit``, the release's audit stage) read it.
 """
 
 from __future__ import annotations
@@ -22,14 +26,31 @@ import functools
 import importlib.util
 import json
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from release.audit.abi.manylinux import PlatformPolicy, Policies, from_data, to_data
 
-__all__ = ["CACHE_CAP", "CACHE_FORMAT", "cache_file", "policies_of"]
+__all__ = ["CACHE_CAP", "CACHE_FORMAT", "cache_file", "cold", "policies_of"]
 
 CACHE_FORMAT = 1  # the layout of a cached policies file; a change makes new file names
 CACHE_CAP = 16 << 20  # a cached policies file is about 100 KiB; a bigger one is not ours
+_cold = [0]  # how many cold() blocks are open, in any thread (the audit reads policies in its pool)
+_cold_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def cold() -> Iterator[None]:
+    """Inside, :func:`policies_of` reads the installed auditwheel only, never the cache file (the
+    process-wide switch: the audit asks from its worker threads). For a gate's audit."""
+    with _cold_lock:
+        _cold[0] += 1
+    try:
+        yield
+    finally:
+        with _cold_lock:
+            _cold[0] -= 1
 
 
 def _from_auditwheel(libc: str, arch: str, android_wheel: str | None) -> Policies:
@@ -70,11 +91,11 @@ def cache_file(libc: str, arch: str, cache_dir: Path) -> Path | None:
 
 
 @functools.cache
-def _load(libc: str, arch: str, android_wheel: str | None) -> Policies:
+def _load(libc: str, arch: str, android_wheel: str | None, trust_file: bool) -> Policies:
     """auditwheel's policies, frozen; from the cache file of this auditwheel release when there is
-    a readable one, else from auditwheel, then cached. A file that does not parse is replaced,
-    never trusted."""
-    if android_wheel is not None or libc != "glibc":  # musl's policies depend on the host's own musl
+    a readable one and ``trust_file``, else from auditwheel, then cached (when ``trust_file``). A
+    file that does not parse is replaced, never trusted."""
+    if android_wheel is not None or libc != "glibc" or not trust_file:  # musl's: the host's own musl
         return _from_auditwheel(libc, arch, android_wheel)
     from release.core.machine import default_cache_dir
 
@@ -100,5 +121,6 @@ def _load(libc: str, arch: str, android_wheel: str | None) -> Policies:
 
 
 def policies_of(libc: str, arch: str, wheel_name: str | None = None) -> Policies:
-    """auditwheel's policies for a libc (``glibc``, ``musl``) and architecture, read once."""
-    return _load(libc, arch, wheel_name if libc == "android" else None)
+    """auditwheel's policies for a libc (``glibc``, ``musl``) and architecture, read once (inside
+    :func:`cold`: from the installed auditwheel, once)."""
+    return _load(libc, arch, wheel_name if libc == "android" else None, _cold[0] == 0)

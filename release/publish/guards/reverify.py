@@ -7,8 +7,9 @@ any upload publish
 - copies every wheel into its private staging folder (outside dist/, mode 0700:
   :mod:`release.publish.staging`), checks the copy is the bytes the records name, and runs the
   audit again on that copy (the very file twine will send) against the current rows.toml, cold:
-  without the C++ consumer's cache, whose entries are files anyone with this user's rights can
-  edit (:func:`stage_and_reaudit`). Any failing finding refuses the wheel, naming the finding.
+  without the C++ consumer's cache and without the auditwheel policies' cache
+  (:func:`release.audit.abi.manylinux_cache.cold`: the installed auditwheel's own), whose files
+  anyone with this user's rights can edit (:func:`stage_and_reaudit`). Any failing finding refuses the wheel, naming the finding.
   The copy is hashed again after the audit and made read-only; :mod:`release.publish.guards.seal`
   hashes it before and after each upload;
 - for a non-rehearsal target, needs per CUDA variant one smoke record whose evidence shows a
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release import records
+from release.audit.abi import manylinux_cache
 from release.audit.model import AuditResult, Expectation
 from release.audit.run import audit_wheel
 from release.core.errors import InputError, StepFailed
@@ -79,8 +81,8 @@ def reaudit_problem(filename: str, result: AuditResult) -> str | None:
 def stage(wheel: LocalWheel, folder: Path) -> Path:
     """Copy the wheel into the private ``folder`` (made 0700 when missing); the copy's path.
 
-    twine uploads the copy; :mod:`release.publish.guards.seal` checks it is still the audited bytes
-    immediately before and after each upload.
+    The uploader reads a sealed memfd copy of it (:mod:`release.publish.guards.seal`), whose bytes
+    are hashed before each upload; the copy's path is hashed again after.
     """
     staged = folder / wheel.filename
     try:
@@ -123,7 +125,9 @@ def stage_and_reaudit(
             continue
         log(f"  re-auditing {wheel.filename} (the staged copy publish will upload)")
         try:
-            result = audit_wheel(staged, expectation_for(wheel), remember=False)  # a cache is no permission
+            # a cache is no permission: neither the C++ consumer's nor auditwheel's policies'
+            with manylinux_cache.cold():
+                result = audit_wheel(staged, expectation_for(wheel), remember=False)
         except InputError as exc:  # not a readable wheel, whatever its record says
             problems.append(
                 ruled(

@@ -3,16 +3,24 @@
 Publish copies each wheel into its private staging folder (:mod:`release.publish.staging`),
 checks the copy's sha256 against the records, audits the copy again, and hashes it once more
 after the audit (:mod:`release.publish.guards.reverify`); then :func:`seal` makes the copy read-only.
-Between that and twine's read, nothing is trusted either: :func:`sealed_upload` hashes the
-staged file immediately before each upload (a mismatch stops before anything is sent, naming the
-file) and immediately after it (a mismatch means the uploader may have read other bytes: the
-run stops, naming the file, and the index's copy is what the read-back then judges).
+A read-only file in a folder of this user is no seal against this user: anyone running as it can
+rename other bytes over the path between a hash and the uploader's read. So the uploader never
+reads the path: :func:`sealed_upload` opens the staged file once, copies it into a memfd and seals
+that (:func:`sealed_copy`: no write, shrink, growth or further seal, by anyone, this process
+included), hashes the sealed bytes (a mismatch stops before anything is sent, naming the file), and
+hands the uploader that descriptor (twine reads it through ``/proc/<pid>/fd/N``,
+:mod:`release.publish.sealed_twine`; a static index copies from it). After the upload it hashes the
+staged path again, a second line: a change there means something writes into the run's private
+folder; the bytes sent were the sealed ones, but the run stops, naming the file.
 
 :func:`seal_problem` is the pure decision; the rest reads files.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -33,9 +41,9 @@ def seal_problem(filename: str, audited: str, now: str | None, when: When) -> st
     seen = "it is gone" if now is None else f"its sha256 is now {now}"
     if when == "after its upload":
         tail = (
-            "the uploader may have read other bytes: the index's copy of it is not trusted; read "
-            "the index back (python -m release verify) and remove that file from the index if it "
-            "is not the audited one"
+            "the uploader read the sealed copy made before (the audited bytes; the read-back "
+            "checks the index's copy), but something writes into this run's private staging "
+            "folder: find it, then rerun"
         )
     else:
         tail = "nothing of it was uploaded; find what writes into the staging folder, then rerun"
@@ -66,11 +74,53 @@ def seal(path: Path) -> None:
     path.chmod(stat.S_IRUSR)
 
 
-def sealed_upload(path: Path, filename: str, audited: str, upload: Callable[[], T]) -> T:
-    """``upload()`` of the staged file, hashed immediately before (a mismatch: nothing is sent) and
-    immediately after (a mismatch: the run stops naming the file). Whatever ``upload`` raises
-    goes through; the after-check runs only when it returns."""
-    check(path, filename, audited, "before its upload")
-    result = upload()
+SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+CHUNK = 1 << 20
+
+
+def sealed_copy(path: Path) -> int:
+    """A memfd holding the bytes of ``path`` read through one descriptor (a symlink there is
+    refused), sealed: nobody can change it any more. The caller closes it. OSError when the file
+    cannot be read."""
+    src = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = os.memfd_create(f"wheelwright-sealed:{path.name}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        with os.fdopen(src, "rb") as f:
+            while chunk := f.read(CHUNK):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view) :]
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def sha256_fd(fd: int) -> str:
+    """The sha256 of everything in ``fd`` (read with pread: its offset is left alone)."""
+    h, offset = hashlib.sha256(), 0
+    while chunk := os.pread(fd, CHUNK, offset):
+        h.update(chunk)
+        offset += len(chunk)
+    return h.hexdigest()
+
+
+def sealed_upload(path: Path, filename: str, audited: str, upload: Callable[[int], T]) -> T:
+    """``upload(fd)`` of a sealed memfd copy of the staged file (:func:`sealed_copy`), whose bytes
+    are hashed once sealed (a mismatch: nothing is sent); the staged path is hashed again after
+    the upload (a mismatch: the run stops naming the file). Whatever ``upload`` raises goes
+    through; the after-check runs only when it returns."""
+    try:
+        fd = sealed_copy(path)
+    except OSError:  # gone, a folder, a symlink: no regular file to seal
+        raise CheckFailed(str(seal_problem(filename, audited, None, "before its upload"))) from None
+    try:
+        problem = seal_problem(filename, audited, sha256_fd(fd), "before its upload")
+        if problem is not None:
+            raise CheckFailed(problem)
+        result = upload(fd)
+    finally:
+        os.close(fd)
     check(path, filename, audited, "after its upload")
     return result

@@ -73,18 +73,20 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_core_metadata(wheel: Path) -> bytes:
-    """The wheel's ``<name>-<version>.dist-info/METADATA`` bytes, exactly as stored."""
+def read_core_metadata(wheel: Path, name: str | None = None) -> bytes:
+    """The wheel's ``<name>-<version>.dist-info/METADATA`` bytes, exactly as stored (``name``: the
+    wheel's filename in messages, when ``wheel`` is not a path named so)."""
+    name = name or wheel.name
     try:
         with zipfile.ZipFile(wheel) as zf:
             names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
             if len(names) != 1:
                 raise InputError(
-                    f"{wheel.name}: expected one .dist-info/METADATA at the top level, found {len(names)}"
+                    f"{name}: expected one .dist-info/METADATA at the top level, found {len(names)}"
                 )
             return zf.read(names[0])
     except (OSError, zipfile.BadZipFile) as exc:
-        raise InputError(f"{wheel.name}: not a readable wheel: {exc}") from None
+        raise InputError(f"{name}: not a readable wheel: {exc}") from None
 
 
 def _write(path: Path, text: str) -> None:
@@ -100,35 +102,45 @@ def add_wheels(root: Path, wheels: list[Path]) -> tuple[str, ...]:
     A file already there with the same sha256 is skipped; a different file under
     the same name is refused (CheckFailed) before anything is copied.
     """
+    return _add(root, [(w.name, w) for w in wheels])
+
+
+def add_sealed(root: Path, filename: str, source: Path) -> tuple[str, ...]:
+    """:func:`add_wheels` of one wheel named ``filename`` whose bytes are read from ``source``
+    (publish's sealed copy, ``/proc/self/fd/N``: :mod:`release.publish.guards.seal`)."""
+    return _add(root, [(filename, source)])
+
+
+def _add(root: Path, wheels: list[tuple[str, Path]]) -> tuple[str, ...]:
     dest = root / FILES_DIR
     problems: list[str] = []
-    todo: list[Path] = []
-    for wheel in wheels:
+    todo: list[tuple[str, Path]] = []
+    for name, source in wheels:
         try:
-            parse_wheel_filename(wheel.name)
+            parse_wheel_filename(name)
         except InvalidWheelFilename as exc:
-            problems.append(f"{wheel.name}: not a wheel filename: {exc}")
+            problems.append(f"{name}: not a wheel filename: {exc}")
             continue
-        existing = dest / wheel.name
+        existing = dest / name
         if existing.exists():
-            have, new = sha256_file(existing), sha256_file(wheel)
+            have, new = sha256_file(existing), sha256_file(source)
             if have != new:
                 problems.append(
-                    f"{wheel.name}: the static index already holds a different file under this name "
+                    f"{name}: the static index already holds a different file under this name "
                     f"(sha256 {have[:16]}..., new {new[:16]}...); an index never holds two files under one name"
                 )
             continue
-        todo.append(wheel)
+        todo.append((name, source))
     if problems:
         raise CheckFailed("refusing to add to the static index:\n" + "\n".join(f"  - {p}" for p in problems))
     dest.mkdir(parents=True, exist_ok=True)
-    for wheel in todo:
-        metadata = read_core_metadata(wheel)
-        tmp = dest / (wheel.name + ".tmp")
-        shutil.copyfile(wheel, tmp)
-        (dest / (wheel.name + METADATA_SUFFIX)).write_bytes(metadata)
-        tmp.replace(dest / wheel.name)
-    return tuple(w.name for w in todo)
+    for name, source in todo:
+        metadata = read_core_metadata(source, name)
+        tmp = dest / (name + ".tmp")
+        shutil.copyfile(source, tmp)
+        (dest / (name + METADATA_SUFFIX)).write_bytes(metadata)
+        tmp.replace(dest / name)
+    return tuple(name for name, _ in todo)
 
 
 def _scan(root: Path) -> tuple[StaticFile, ...]:
