@@ -77,11 +77,14 @@ def test_a_passing_release_leads_with_the_grid_and_says_every_wheel_passed(tmp_p
     assert list(rows) == [GOOD.name], "one grid row per CUDA wheel; the CPU wheel has none"
     cells = rows[GOOD.name]
     assert cells[0] == good.expectation.row_id and cells[2] == "passed"
-    assert cells[3:] == [row[-1] for row in table], "each cell is the wheel column of its own GPU table"
+    # each cell is the wheel column of its own GPU table, '*' where the row claims the GPU's capability
+    assert cells[3:] == [row[-1] + ("*" if row[2] == "yes" else "") for row in table]
     by_gpu = dict(zip(header[3:], cells[3:], strict=True))
     # the fixture row claims 8.0 and 9.0+PTX: SASS for A100 and H100, PTX for newer GPUs, nothing for a T4
-    assert by_gpu["A100 8.0"] == "native" and by_gpu["H100 / H200 9.0"] == "native"
+    assert by_gpu["A100 8.0"] == "native*" and by_gpu["H100 / H200 9.0"] == "native*"
     assert by_gpu["B200 10.0"] == "ptx-jit" and by_gpu["T4 / RTX 20 7.5"] == "none"
+    assert "Jetson Thor 11.0" not in by_gpu and "GH200 9.0" not in by_gpu  # an x86_64 wheel: its CPU's GPUs
+    assert len(root.find_all("td", "claimed")) == 2 and not root.find_all("small", "predicted")  # as predicted
 
     listed = root.find("ul", "cpu-wheels").find_all("li", "cpu-wheel")
     assert [li.text() for li in listed] == [f"{cpu.expectation.row_id}: {CPU.name} passed"]
@@ -112,6 +115,11 @@ def test_a_failing_wheel_is_listed_first_and_its_report_open(tmp_path: Path) -> 
     failing = [(MISSING.name, f) for f in missing.failures] + [(NO_CODE.name, f) for f in no_code.failures]
 
     assert not root.find_all("p", "all-passed"), "one failing wheel: not every wheel passed"
+    # must differ: the row's list (8.0;9.0+PTX) promised H100 natively; the wheel has only PTX for it
+    _, rows = _grid(root)
+    header, _ = _grid(root)
+    h100 = dict(zip(header[3:], rows[MISSING.name][3:], strict=True))["H100 / H200 9.0"]
+    assert h100 == "ptx-jit* predicted native", h100
     sections = [s.attrs.get("id") for s in root.find_all("section") if s.attrs.get("id")]
     assert sections[:3] == ["overview", "failures", "reports"]
     listed = root.find_all("tr", "failure")

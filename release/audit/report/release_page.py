@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from release.audit import registry
 from release.audit.model import AuditResult
-from release.audit.report.page import escape, page, support_cell, wheel_section
+from release.audit.report.page import SUPPORT_CLASSES, escape, page, wheel_section
 from release.audit.report.render import gpu_table_rows
 
 ALL_PASSED = "Every wheel passed every check."
@@ -89,7 +89,10 @@ def _overview(indexed: Sequence[tuple[int, AuditResult]]) -> str:
         out.append(
             '<p class="legend">native: SASS runs as is; ptx-jit: the driver compiles PTX first; '
             "partial: some translation units with kernels have no code for it; none: cannot run. "
-            "A wheel runs where every library of it runs (the wheel column of its GPU table).</p>"
+            "A wheel runs where every library of it runs (the wheel column of its GPU table). "
+            "* the row claims the GPU's compute capability; 'predicted': what coverage predicted from the "
+            "row's list before the build, where the wheel differs. Each wheel's table holds only the GPUs "
+            "of its own CPU; '-': a GPU of another CPU.</p>"
         )
     else:
         out.append("<p>No CUDA wheel in this release.</p>")
@@ -105,14 +108,42 @@ def _overview(indexed: Sequence[tuple[int, AuditResult]]) -> str:
 
 
 def _gpu_cells(result: AuditResult, columns: Sequence[tuple[str, str]]) -> list[str]:
-    """The wheel column of the per-wheel GPU table, one cell per GPU column."""
+    """The wheel column of the per-wheel GPU table, one cell per GPU column; ``*`` where the row claims the
+    GPU's capability, and coverage's prediction from the row's list (release.coverage) where it differs."""
     header, rows = gpu_table_rows(result)
     if not header:
         return [
             f'<td class="support none" colspan="{len(columns)}">no readable device code: runs on no GPU</td>'
         ]
     by_gpu = {(row[0], row[1]): row[-1] for row in rows}
-    return [support_cell(by_gpu[c]) if c in by_gpu else "<td>-</td>" for c in columns]
+    claimed = {(row.name, row.cc) for row in result.gpu_table if row.claimed}
+    predicted = _predicted(result)
+    return [
+        _claimed_cell(by_gpu[c], c in claimed, predicted.get(c)) if c in by_gpu else "<td>-</td>"
+        for c in columns
+    ]
+
+
+def _predicted(result: AuditResult) -> dict[tuple[str, str], str]:
+    """What coverage predicts from the row's list for each GPU of the wheel's table (none without a list)."""
+    exp = result.expectation
+    if not exp.gpu_archs:
+        return {}
+    from release.coverage.predict import predict
+    from release.resources.cuda import cuda
+
+    names = {(row.name, row.cc) for row in result.gpu_table}
+    gpus = [g for g in cuda().gpus if (g.name, g.cc) in names]
+    return {(g.gpu.name, g.gpu.cc): g.support for g in predict(exp.gpu_archs, gpus, exp.train)}
+
+
+def _claimed_cell(support: str, claimed: bool, predicted: str | None) -> str:
+    word = support.split(" ", 1)[0]
+    css = ("claimed " if claimed else "") + f"support {word if word in SUPPORT_CLASSES else 'other'}"
+    extra = ""
+    if predicted is not None and predicted != word:
+        extra = f'<br><small class="predicted">predicted {escape(predicted)}</small>'
+    return f'<td class="{css}">{escape(support)}{"*" if claimed else ""}{extra}</td>'
 
 
 def _failures(indexed: Sequence[tuple[int, AuditResult]]) -> str:
