@@ -7,7 +7,7 @@ from pathlib import Path
 
 from release.policy.load import DEFAULT_POLICY
 from release.policy.matrix import Row
-from release.resources.cpus import host_arch
+from release.resources.cpus import is_foreign
 
 __all__ = ["build_hint", "rerun_hint", "step_hint"]
 
@@ -18,7 +18,7 @@ def build_hint(row: Row, dist_dir: Path, policy_path: str | None = None, host: s
     policy = policy_path if policy_path and Path(policy_path).as_posix() != DEFAULT_POLICY else None
     dist = None if Path(dist_dir) == Path("dist") else str(dist_dir)
     options = (f" --policy {policy}" if policy else "") + (f" --dist {dist}" if dist else "")
-    env = (f"WHEELWRIGHT_ARCH={row.platform} " if row.platform != (host or host_arch()) else "") + (
+    env = (f"WHEELWRIGHT_ARCH={row.platform} " if is_foreign(row.platform, host) else "") + (
         f"WHEELWRIGHT_POLICY={policy} " if policy else ""
     )
     nox = f"{env}nox -s build-{row.session_suffix}" + (f" -- --dist {dist}" if dist else "")

@@ -32,6 +32,7 @@ from release.core.proc import run
 from release.policy.matrix import Row
 from release.policy.model import Policy
 from release.policy.versions import version_key
+from release.resources.cpus import is_foreign
 from release.schedule import prepare_shared, run_rows
 from release.summary import STEPS, failure_block, first_line, row_title, step_line
 
@@ -92,26 +93,26 @@ def git_dirty(repo: Path) -> list[str]:
 def buildable_here(row: Row, host: str, env: Mapping[str, str], cache_dir: Path) -> str | None:
     """None when this machine can build the row, else the reason it cannot (said, not hidden)."""
     from release.core.machine import find_python
-    from release.emulate.python import emulation_problem
+    from release.route import gather_facts, route
     from release.smoke.run import smoke_pythons
     from release.wheelbuild.host.cross import cross_problem
     from release.wheelbuild.toolchain import resolve_toolchain
 
-    if row.platform != host:
+    facts = gather_facts([(row.platform, v) for v in row.pythons], host=host)
+    here = route(row.platform, "host", facts, row.pythons)
+    if here.cross:
         problem = cross_problem(row, env)
         if problem is not None:
             return (
                 f"this machine is {host}; {problem}; or build {row.platform} rows on {row.platform} runners"
             )
+    if here.smoke == "cannot":
         # the build cross-compiles here, the audit judges with the row's arch's tools, and the
         # smoke step runs the row's Pythons under emulation: each must have a recipe here
-        for version in row.pythons:
-            problem = emulation_problem(version, row.platform)
-            if problem is not None:
-                return f"this machine is {host}; {row.platform} rows build here, but cannot be smoke-tested: {problem}"
+        return f"this machine is {host}; {row.platform} rows build here, but cannot be smoke-tested: {here.smoke_reason}"
     try:
         find_python(row.python, env=env)  # the build's (a cross build's too: it runs on this machine)
-        if row.platform == host:
+        if here.smoke == "native":
             smoke_pythons(row, env)  # each the smoke step tests the wheel with (emulated: checked above)
         if row.is_cuda:
             resolve_toolchain(row, env=env, cache_dir=cache_dir, install=False)
@@ -124,7 +125,7 @@ def emulation_notes(rows: Sequence[Row], host: str) -> list[str]:
     """One line per foreign CPU arch among ``rows``: how its rows are built and tested on this
     machine, and what that costs (said once, never hidden). Pure."""
     lines = []
-    for arch in sorted({r.platform for r in rows if r.platform != host}):
+    for arch in sorted({r.platform for r in rows if is_foreign(r.platform, host)}):
         count = sum(r.platform == arch for r in rows)
         lines.append(
             f"==> {count} {arch} row(s) on this {host} machine: cross-compiled ({host} compilers for {arch}), "
@@ -193,7 +194,7 @@ def run_release(
     """Run every step for every row, ``jobs`` rows at a time; publish only when every row
     passed every step; then check what pip and uv pick from the published indexes."""
     from release import records
-    from release.audit.model import Expectation
+    from release.audit.claim import row_expectation
     from release.audit.report.release_page import render_release_html
     from release.audit.step import audit_step
     from release.policy.targets import DEFAULT_INDEX
@@ -249,16 +250,14 @@ def run_release(
         start = time.monotonic()
 
         def build() -> str:
-            made = build_row(
-                row, policy_path=policy.path, dist_dir=dist, cache_dir=cache_dir, backend=backend, env=env
-            )
+            made = build_row(row, policy=policy, dist_dir=dist, cache_dir=cache_dir, backend=backend, env=env)
             rep.wheel = made[0].wheel
             return "ok"
 
         def audit() -> str:
             assert rep.wheel is not None
             limit = None if target.local_server else target.indexes[row.variant].max_wheel_mib
-            exp = dataclasses.replace(Expectation.from_row(row, max_wheel_mib=limit), policy_sha256=psha)
+            exp = row_expectation(row, policy_sha256=psha, max_wheel_mib=limit)
             audited = audit_step(rep.wheel, exp, built=(row.id, psha), cache_dir=cache_dir)
             result = rep.audit = audited.result
             if not result.passed:
@@ -398,7 +397,6 @@ def check_installs(
     default index). A wrong pick fails the newest-Python row of the variant (step publish)."""
     from release.policy.targets import DEFAULT_INDEX
     from release.publish.index.client import resolve_simple_url
-    from release.resources.cpus import host_arch
     from release.smoke.resolve import install_cases
 
     default = resolve_simple_url(DEFAULT_INDEX)
@@ -419,9 +417,9 @@ def check_installs(
                 "(select the cpu rows too to check these lines)"
             )
             continue
-        for arch in sorted({r.row.platform for r in rows}, key=lambda a: (a != host_arch(), a)):
+        for arch in sorted({r.row.platform for r in rows}, key=lambda a: (is_foreign(a), a)):
             rep = max((r for r in rows if r.row.platform == arch), key=lambda r: version_key(_newest(r.row)))
-            where = "" if arch == host_arch() else f" for an {arch} machine ({rep.row.platform_tag})"
+            where = f" for an {arch} machine ({rep.row.platform_tag})" if is_foreign(arch) else ""
             checked[(variant, arch)] = [
                 f"  checked with Python {_newest(rep.row)}{where} against the published indexes"
                 + (f", {stand_in} standing in for {default}:" if stand_in != default else ":")
@@ -456,7 +454,6 @@ def _run_checks(
 ) -> list[str]:
     """Ask pip and uv (in parallel) which wheel each case picks; a ✓ or ✗ line for each."""
     from release.core.machine import find_python
-    from release.resources.cpus import host_arch
     from release.smoke.resolve import Target, find_uv, picked, resolution_problem
 
     uv: Path | None = None
@@ -473,7 +470,7 @@ def _run_checks(
             if case.tool == "uv" and uv_error is not None:
                 raise uv_error
             row = rep.row
-            target = None if row.platform == host_arch() else Target(row.platform_tag, _newest(row))
+            target = Target(row.platform_tag, _newest(row)) if is_foreign(row.platform) else None
             chosen = picked(case, find_python(_newest(row), env=env).path, project, uv=uv, target=target)
         except WheelwrightError as exc:
             _fail(rep, "publish", f"{case.tool} check: {first_line(str(exc))}", exc.return_code)

@@ -40,6 +40,7 @@ from release.audit.model import Expectation
 from release.audit.registry import CHECKS, NO_CLAIM_CHECKS, OPTIONAL_CHECKS
 from release.core.errors import InputError
 from release.policy.archs import Arch, ArchSyntaxError, parse_claim_list
+from release.policy.matrix import Row
 from release.policy.model import Policy
 from release.resources.cuda import cuda
 
@@ -53,6 +54,7 @@ __all__ = [
     "parse_checks",
     "parse_claim",
     "parse_runs_on",
+    "row_expectation",
     "unclaimed",
     "unclaimed_expectation",
     "variant_train",
@@ -164,6 +166,17 @@ def apply_options(
     if allow:
         changes["overrides"] = (*expectation.overrides, *(f"--allow {item}" for item in allow))
     return replace(expectation, **changes)  # type: ignore[arg-type]
+
+
+def row_expectation(
+    row: Row, *, policy_sha256: str | None = None, max_wheel_mib: int | None = None
+) -> Expectation:
+    """What a row's wheel is held to, the one way every step makes it (the pipeline's audit, the audit
+    command's ROW, publish's re-audit): the row's claim (:meth:`Expectation.from_row`), the index's
+    file limit (None: none, as on a local rehearsal index) and the policy's sha256 that the wheel's
+    build record must name (None: not checked). Pure."""
+    exp = Expectation.from_row(row, max_wheel_mib=max_wheel_mib)
+    return exp if policy_sha256 is None else replace(exp, policy_sha256=policy_sha256)
 
 
 def claim_expectation(

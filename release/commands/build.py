@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     for row in rows:
         records = build_row(
             row,
-            policy_path=policy.path,
+            policy=policy,
             dist_dir=Path(args.dist),
             cache_dir=default_cache_dir(os.environ),
             backend=args.backend,

@@ -65,12 +65,15 @@ def resolve_rows(
 
 
 def add_selection(p: argparse.ArgumentParser) -> None:
+    from release.resources.cpus import cpus
+
+    first, second = cpus().manylinux[:2]  # the help's examples, by the CPU table's names
     p.add_argument(
         "rows",
         nargs="*",
         metavar="ROW_GLOB",
         help="row id globs or their leading parts, e.g. 'cu130-*' or 'cu130-py312', or cibuildwheel identifiers "
-        "('cp312-manylinux_x86_64': every variant of that Python and arch) (default: all); the id of "
+        f"('cp312-manylinux_{first}': every variant of that Python and arch) (default: all); the id of "
         "any Python an abi3/py3-none row's wheel serves selects that row",
     )
     p.add_argument(
@@ -82,9 +85,9 @@ def add_selection(p: argparse.ArgumentParser) -> None:
         "--arch",
         dest="platform",
         metavar="ARCH",
-        help="only rows for this CPU arch: x86_64, aarch64, or all (default: $WHEELWRIGHT_ARCH, else this "
+        help=f"only rows for this CPU arch: {first}, {second}, or all (default: $WHEELWRIGHT_ARCH, else this "
         "machine's arch for build/smoke/publish/release and all for plan/matrix; a glob that names an arch, "
-        "like 'cu130-py312-aarch64', selects that arch)",
+        f"like 'cu130-py312-{second}', selects that arch)",
     )
     p.add_argument(
         "--pr", action="store_true", help="pull-request mode: one row, the newest CUDA on offer for the arch"
@@ -164,12 +167,14 @@ def selected_arch(
     commands that act on this machine (build, smoke, publish, release) take this machine's arch,
     unless a glob names an arch itself; plan and matrix show every arch.
     """
+    from release.resources.cpus import cpus
+
     chosen = given or env.get(ARCH_ENV) or None
     if chosen is not None:
         return None if chosen == "all" else chosen
     if command not in MACHINE_ARCH_COMMANDS:
         return None
-    if any(arch in pattern for pattern in patterns for arch in ("x86_64", "aarch64")):
+    if any(arch in pattern for pattern in patterns for arch in cpus().names):
         return None
     return host
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from release.core.errors import ToolError
 from release.resources.cpus import arch as cpu_arch
-from release.resources.cpus import cpus, host_arch
+from release.resources.cpus import cpus, host_arch, is_foreign
 
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
 # the binfmt_misc entry's name is its qemu-user program's (cpus.toml's qemu), from these Debian packages
@@ -107,7 +107,7 @@ def enable_commands(target: str, state: BinfmtState) -> tuple[str, ...]:
 
 def decide(target: str, host: str, state: BinfmtState) -> Capability:
     """Whether ``target`` programs run on a ``host`` machine whose kernel is in ``state`` (pure)."""
-    if target == host:
+    if not is_foreign(target, host):
         return Capability(target, host, True, "native", f"{target} is this machine's own CPU")
     name = _qemu(target)
     if name is None:
@@ -133,7 +133,9 @@ def decide(target: str, host: str, state: BinfmtState) -> Capability:
 def capability(target: str, binfmt_dir: Path = BINFMT_DIR) -> Capability:
     """:func:`decide` for this machine."""
     host = host_arch()
-    state = read_state(target, binfmt_dir) if target != host else BinfmtState(True, True, None, False)
+    state = (
+        read_state(target, binfmt_dir) if is_foreign(target, host) else BinfmtState(True, True, None, False)
+    )
     return decide(target, host, state)
 
 

@@ -15,7 +15,7 @@ from release.core.machine import PythonInfo, default_cache_dir
 from release.emulate import binfmt
 from release.emulate.recipes import load
 from release.emulate.sysroot import Log, Sysroot, ensure_sysroot
-from release.resources.cpus import host_arch
+from release.resources.cpus import is_foreign
 
 
 def emulated_python(
@@ -39,9 +39,9 @@ def find_python(version: str, arch: str | None = None, *, env: Mapping[str, str]
     This machine's CPU: :func:`release.core.machine.find_python` (PATH, then pyenv). Another:
     the emulated interpreter of :func:`emulated_python`, its sysroot in ``env``'s wheelwright
     cache (:func:`release.core.machine.default_cache_dir`)."""
-    host = host_arch()
-    if arch is None or arch == host:
+    if not is_foreign(arch):
         return machine.find_python(version, env=env)
+    assert arch is not None
     info, _sysroot = emulated_python(version, arch, cache_dir=default_cache_dir(env))
     return info
 
@@ -50,7 +50,7 @@ def emulation_problem(version: str, arch: str) -> str | None:
     """Why CPython ``version`` for ``arch`` cannot run on this machine, or None when it can (its
     own CPU, or emulation set up and a recipe for that Python). Cheap: it reads the kernel's
     ``binfmt_misc`` files and the recipes, and makes no sysroot (:func:`find_python` does)."""
-    if arch == host_arch():
+    if not is_foreign(arch):
         return None
     try:
         binfmt.require(arch)

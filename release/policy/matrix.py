@@ -154,7 +154,7 @@ class Row:
 
 
 def _provided(policy: Policy, variant: str, platform: str) -> tuple[str, ...]:
-    libs = (lib for d in policy.dependencies if d.applies_to(variant, platform) for lib in d.libraries)
+    libs = (lib for d in policy.dependencies_for(variant, platform) for lib in d.libraries)
     return tuple(dict.fromkeys(libs))
 
 
@@ -178,9 +178,7 @@ def expand(policy: Policy) -> tuple[Row, ...]:
             variants.append(("cpu", policy.pythons, None))
         variants += [(t.variant, t.pythons, t) for t in policy.trains]
         for variant, pythons, train in variants:
-            channels = tuple(
-                dict.fromkeys(d.package for d in policy.dependencies if d.applies_to(variant, platform))
-            )
+            channels = tuple(dict.fromkeys(d.package for d in policy.dependencies_for(variant, platform)))
             for py, served in build_pythons(tags, pythons):
                 rows.append(
                     Row(

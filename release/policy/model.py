@@ -172,6 +172,11 @@ class Policy:
             raise InputError(f"{self.path}: no [target.{name}] (targets: {known}){hint}")
         return self.targets[name]
 
+    def dependencies_for(self, variant: str, platform: str) -> tuple[Dependency, ...]:
+        """The dependency entries that concern a row of ``variant`` on ``platform``, in the file's order:
+        the one answer the matrix (a row's channels and provided libraries) and coverage ask for."""
+        return tuple(d for d in self.dependencies if d.applies_to(variant, platform))
+
     def build_constraints(self, train: str | None) -> tuple[Path, ...]:
         """The constraints files of a row's build: the project's, then its train's (none for CPU)."""
         extra = self.train(train).build_constraints if train is not None else ()

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from release.core.errors import ToolError
 
-__all__ = ["Cpu", "CpuTable", "CpuTableError", "arch", "cpus", "host_arch", "parse"]
+__all__ = ["Cpu", "CpuTable", "CpuTableError", "arch", "cpus", "host_arch", "is_foreign", "parse"]
 
 SOURCE = "release/resources/cpus.toml"
 _KEYS = {
@@ -263,3 +263,10 @@ def arch(name: str) -> Cpu | None:
 def host_arch() -> str:
     """This machine's CPU, by the table's name (``platform.machine()`` through its aliases)."""
     return cpus().normalize(_platform.machine())
+
+
+def is_foreign(arch: str | None, host: str | None = None) -> bool:
+    """Whether ``arch``'s programs are another CPU's than ``host`` (default: this machine's): the one
+    comparison of CPU names for callers that hold only an arch (an interpreter's, a wheel's); a row's
+    whole route is :func:`release.route.route`'s. None (an interpreter of this machine) is not foreign."""
+    return arch is not None and arch != (host or host_arch())

@@ -13,13 +13,13 @@ import dataclasses
 from release.core.errors import ToolError
 from release.core.machine import PythonInfo
 from release.resources.cpus import arch as cpu_arch
-from release.resources.cpus import host_arch
+from release.resources.cpus import host_arch, is_foreign
 from release.smoke.evaluate import Outcome
 
 
 def foreign_python(info: PythonInfo) -> bool:
     """Whether the interpreter is another CPU's than this machine's (run under emulation)."""
-    return info.arch is not None and info.arch != host_arch()
+    return is_foreign(info.arch)
 
 
 def cross_compiler(arch: str | None) -> str:

@@ -39,6 +39,7 @@ from release.core.log import info
 from release.core.pip import NO_PIP_CONFIG, pip_install_target
 from release.core.proc import run
 from release.policy.matrix import Row
+from release.resources.cpus import cpus
 from release.smoke.evaluate import check_resolution
 
 UV_VERSION = "0.13.8"
@@ -183,7 +184,8 @@ class Target:
 
     def uv_flags(self) -> tuple[str, ...]:
         # uv names a manylinux target <arch>-manylinux_2_28
-        arch = "x86_64" if self.platform_tag.endswith("_x86_64") else self.platform_tag.rpartition("_")[2]
+        cpu = cpus().of_platform_tag(self.platform_tag)
+        arch = cpu.tag if cpu is not None else self.platform_tag.rpartition("_")[2]
         return (
             "--python-platform",
             f"{arch}-{self.platform_tag[: -len(arch) - 1]}",

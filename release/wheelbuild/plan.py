@@ -44,6 +44,9 @@ class Command:
     what: str  # progress text: "compiling", "repairing"
     argv: tuple[str, ...]
     env: CommandEnv  # build: the row's build environment; tools: the inherited one
+    # the folder it runs in; None: the caller's. cibuildwheel runs in the project's own folder: it copies
+    # its working directory into the container as /project and refuses a package outside it
+    cwd: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ class BuildPlan:
         out.append("  commands:")
         for c in self.commands:
             out.append(f"    # {c.what} ({c.env} environment)")
-            out.append(f"    {shlex.join(c.argv)}")
+            out.append(f"    {'cd ' + shlex.quote(c.cwd) + ' && ' if c.cwd else ''}{shlex.join(c.argv)}")
         if self.contract:
             out.append("  then the row's contract (release/wheelbuild/repair/contract.py), on the host:")
             out += [f"    - {c}" for c in self.contract]
@@ -109,7 +112,9 @@ class BuildPlan:
             },
             "cibuildwheel": dict(self.cibuildwheel),
             "prepare": list(self.prepare),
-            "commands": [{"what": c.what, "argv": list(c.argv), "env": c.env} for c in self.commands],
+            "commands": [
+                {"what": c.what, "argv": list(c.argv), "env": c.env, "cwd": c.cwd} for c in self.commands
+            ],
             "finish": list(self.finish),
             "notes": list(self.notes),
             "archs": list(self.archs),
@@ -161,8 +166,8 @@ def build_plan(
             "--platform",
             "linux",
             "--output-dir",
-            str(work_dir / "wheelhouse"),
-            str(project_dir),
+            str((work_dir / "wheelhouse").absolute()),
+            ".",  # the project is the working directory: /project in the container, wherever it lies here
         )
         return BuildPlan(
             row_id=row.id,
@@ -174,7 +179,14 @@ def build_plan(
             python=f"{row.cibw_identifier} (in the image)",
             env=container_env_changes(row, project_name=project_name),
             prepare=tuple(prepare),
-            commands=(Command("building and repairing in the container", argv, "cibuildwheel"),),
+            commands=(
+                Command(
+                    "building and repairing in the container",
+                    argv,
+                    "cibuildwheel",
+                    str(project_dir.absolute()),
+                ),
+            ),
             finish=finish,
             cibuildwheel=config,
             notes=tuple(notes),

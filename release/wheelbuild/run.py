@@ -48,10 +48,10 @@ from release.core import proc
 from release.core.errors import InputError, StepFailed, ToolError
 from release.core.log import say
 from release.core.machine import PythonInfo, find_python
-from release.policy.load import load_policy
 from release.policy.matrix import Row
 from release.policy.model import Policy
 from release.resources.cpus import host_arch
+from release.route import MachineFacts, Route, route
 from release.wheelbuild.engine import BackendChoice, decide_backend
 from release.wheelbuild.host.backend import HostJob, build_host, one_wheel
 from release.wheelbuild.host.cross import (
@@ -59,7 +59,6 @@ from release.wheelbuild.host.cross import (
     cross_note,
     cross_problem,
     linked_requirement_problem,
-    needs_cross,
     prepare_cross,
     runtime_pin,
 )
@@ -120,11 +119,15 @@ class _Setup(RowJob):
     # wheelwright's build constraints, then the policy's, then the caller's: both backends build under them
     constraints: Constraints | None = None
     config_settings: tuple[tuple[str, str], ...] = ()  # the backend's -C KEY=VALUE (a cross build's)
+    route: Route | None = None  # how the row is built here (release/route.py), decided once
 
 
 class BuildOptions(TypedDict):
     """What :func:`build_row` and :func:`plan_row` are given besides the row.
 
+    ``policy``: the policy the command (or the pipeline) loaded and validated once; its ``path`` goes
+    into the build record. A caller holding only a path gives ``policy_path`` instead and the policy
+    is loaded here (publish's ``verify --rebuild``, tests); the commands and the pipeline never do.
     ``project_dir`` defaults to the policy's ``project.path`` beside the policy file; ``env``
     to this process's environment; ``kernel_cache`` to ``cache_dir/kernels``; ``backend`` to
     auto. ``constraints``: more constraints files, after wheelwright's own
@@ -132,7 +135,8 @@ class BuildOptions(TypedDict):
     then the row's train's ``build_constraints``); a later file's pin of a package wins.
     """
 
-    policy_path: Required[str | Path]
+    policy: NotRequired[Policy]
+    policy_path: NotRequired[str | Path]
     dist_dir: Required[Path]
     cache_dir: Required[Path]
     project_dir: NotRequired[Path | None]
@@ -146,8 +150,9 @@ def _setup(
     row: Row,
     *,
     install: bool,
-    policy_path: str | Path,
     dist_dir: Path,
+    policy: Policy | None = None,
+    policy_path: str | Path | None = None,
     cache_dir: Path,
     project_dir: Path | None = None,
     backend: BackendChoice = "auto",
@@ -160,11 +165,16 @@ def _setup(
     if backend not in ("auto", "host", "container"):
         raise InputError(f"--backend {backend!r}: use exactly one of auto, host, container")
     base = dict(os.environ if env is None else env)
-    policy_file = Path(policy_path)
-    policy = load_policy(policy_file)
+    if policy is None:
+        if policy_path is None:
+            raise InputError(f"row {row.id}: no policy to build it by (give the loaded policy or its path)")
+        from release.policy.load import load_policy  # only a caller without a loaded policy gets here
+
+        policy = load_policy(policy_path)
+    policy_file = Path(policy.path)
     project = policy.project
     if project_dir is None:
-        project_dir = policy_file.resolve().parent / project.path
+        project_dir = Path(policy.source).resolve().parent / project.path
     project_dir = project_dir.resolve()
     if not (project_dir / "pyproject.toml").is_file() and not (project_dir / "setup.py").is_file():
         raise InputError(f"{project_dir} is not a Python project (no pyproject.toml or setup.py)")
@@ -190,23 +200,28 @@ def _setup(
     setup = dataclasses.replace(setup, constraints=pins)
     decision = decide_backend(backend, row, project_dir=project_dir, env=base)
     notes = (decision.reason,) if decision.reason else ()
+    # the build's route; its smoke is the smoke step's to ask about (emulation is not needed to build)
+    here = route(row.platform, decision.backend, MachineFacts(host_arch()))
     if decision.backend == "container":
-        return dataclasses.replace(setup, backend="container", engine=decision.engine, notes=notes)
+        return dataclasses.replace(
+            setup, backend="container", engine=decision.engine, notes=notes, route=here
+        )
 
-    if needs_cross(row):
+    setup = dataclasses.replace(setup, route=here)
+    if here.cross:
         problem = cross_problem(row, base)
         if problem is not None:
             raise ToolError(
-                f"row {row.id} is for {row.platform} and this machine is {host_arch()}: {problem}; or build "
+                f"row {row.id} is for {row.platform} and this machine is {here.host}: {problem}; or build "
                 f"it on a {row.platform} machine, or with --backend container where an engine (and QEMU) works"
             )
         notes = (*notes, cross_note(row))
     toolchain = resolve_toolchain(row, env=base, cache_dir=cache_dir, install=install)
     python = find_python(row.python, env=base)
     system = read_build_system(project_dir)
-    if needs_cross(row) and (problem := linked_requirement_problem(system.requires, row.platform)):
+    if here.cross and (problem := linked_requirement_problem(system.requires, row.platform)):
         raise ToolError(
-            f"row {row.id} cannot be cross-compiled on this {host_arch()} machine: {problem} "
+            f"row {row.id} cannot be cross-compiled on this {here.host} machine: {problem} "
             f"({system.source}); build it with --backend container (its {row.platform} builder image, under "
             f"emulation here) or on a {row.platform} machine"
         )
@@ -214,7 +229,7 @@ def _setup(
     prepare: list[str] = []
     if toolchain is not None and not toolchain.installed:
         prepare.append(f"install {', '.join(row.pypi_toolchain)} into {toolchain.cuda_home.parent.parent}")
-    if needs_cross(row):
+    if here.cross:
         prepare.append(
             f"write the {row.platform} sysconfig data for Python {python.version} (once, in the cache)"
         )
@@ -259,7 +274,7 @@ def _plan(s: _Setup, work: Path) -> BuildPlan:
         src_dir=source_dir(s.project_name, s.row.variant),
         auditwheel=(
             (sys.executable, "-m", "release.wheelbuild.repair.auditwheel_as", s.row.platform)
-            if needs_cross(s.row)
+            if s.route is not None and s.route.cross
             else (sys.executable, "-m", "auditwheel")
         ),
         cibuildwheel=(sys.executable, "-m", "cibuildwheel"),
@@ -300,7 +315,7 @@ def build_row(row: Row, *, dry_run: bool = False, **options: Unpack[BuildOptions
     assert s.python is not None and s.env is not None and s.system is not None
     ensure_build_env(s.env, s.system, env=s.base, row_id=row.id)
     cross = None
-    if needs_cross(row):
+    if s.route is not None and s.route.cross:
         cross, toolchain = prepare_cross(row, s.python, s.toolchain, s.cache_dir, s.base)
         settings = tuple(config_settings(s.system.backend_name, cross).items())
         s = dataclasses.replace(s, toolchain=toolchain, config_settings=settings)
@@ -364,6 +379,7 @@ def _build_container(s: _Setup, plan: BuildPlan, work: Path, patchelf: Path) -> 
         proc.run(
             command.argv,
             env=env,
+            cwd=command.cwd,
             capture=False,
             echo=True,
             timeout=None,

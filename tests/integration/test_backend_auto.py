@@ -17,6 +17,7 @@ import os
 import shlex
 import shutil
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -364,3 +365,58 @@ def test_default_backend_on_this_machine(tmp_path: Path, capfd: pytest.CaptureFi
     else:
         assert err.count(f"{probe.engine} has no local linux/amd64 copy of {image}") == 1
     print(f"default backend here: {backend} (engine: {probe.engine or 'none'})", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- from any folder
+
+
+def _run(argv: list[str], *, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def _build_command(policy: Path, dist: Path) -> list[str]:
+    return [sys.executable, "-m", "release", "build", "cu130-py312-x86_64", "--backend", "container",
+            "--policy", str(policy), "--dist", str(dist)]  # fmt: skip
+
+
+def test_fake_engine_container_build_from_any_folder_reaches_the_engine(tmp_path: Path) -> None:
+    """``build ROW --backend container --policy /elsewhere/rows.toml`` run from a third folder: cibuildwheel
+    runs in the project's folder, so it passes its ``package_dir must be inside the working directory`` check
+    and asks the (fake) engine to start the container; the same cibuildwheel handed the project from another
+    working directory, as wheelwright did before, stops at that check."""
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(
+        PROJECT, elsewhere / "examples" / "tinyaxpy", ignore=shutil.ignore_patterns("build", "*.egg-info")
+    )
+    policy = elsewhere / "rows.toml"
+    shutil.copyfile(POLICY, policy)
+    here = tmp_path / "somewhere-else"
+    here.mkdir()
+    fake = _fake_engines(tmp_path / "bin", works="podman")
+    git = shutil.which("git")
+    assert git is not None, "git is needed (a build reads SOURCE_DATE_EPOCH from it)"
+    (fake / "git").symlink_to(git)
+    env = {**_env(fake), "PYTHONPATH": str(ROOT)}
+    done = _run(_build_command(policy, tmp_path / "dist"), cwd=here, env=env)
+    said = done.stdout + done.stderr
+    assert done.returncode != 0, said  # the fake engine starts no container
+    assert "package_dir must be inside the working directory" not in said
+    assert any(call.startswith("podman") and "info" not in call for call in _calls(fake)), said
+    # the must-fail twin: cibuildwheel itself, handed the project from another working directory
+    old = _run(
+        [
+            sys.executable,
+            "-m",
+            "cibuildwheel",
+            "--platform",
+            "linux",
+            "--output-dir",
+            str(tmp_path / "w"),
+            str(elsewhere / "examples" / "tinyaxpy"),
+        ],
+        cwd=here,
+        env={**env, "CIBW_CONTAINER_ENGINE": "podman", "CIBW_BUILD": "cp312-manylinux_x86_64"},
+    )
+    assert (
+        old.returncode != 0 and "package_dir must be inside the working directory" in old.stdout + old.stderr
+    )

@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.policy import link_examples
 from helpers.proc import assert_process_ends
 from helpers.rows import rows_by_id
 
 from release.binary.elf import read_elf
 from release.binary.fatbin import all_entries, has_device_code
-from release.core.errors import StepFailed, ToolError
+from release.core.errors import PolicyError, StepFailed, ToolError
 from release.core.machine import default_cache_dir
 from release.policy.archs import Arch
 from release.policy.matrix import Row
@@ -371,6 +372,27 @@ def test_plan_row_is_the_dry_run_as_a_value(tmp_path: Path, capfd: pytest.Captur
     assert build_row(row, dry_run=True, **kwargs) == []
     assert capfd.readouterr().out.strip() == plan.render()
     assert not (tmp_path / "cache").exists() and not (tmp_path / "dist").exists()
+
+
+def test_a_build_given_the_loaded_policy_never_reads_the_file_again(tmp_path: Path) -> None:
+    """The command and the pipeline load rows.toml once and hand the Policy down: a row's build plan is
+    made from it with the file gone (before, each row's build re-read it, so this failed with exit 2)."""
+    from release.policy.load import load_policy
+    from release.wheelbuild.run import plan_row
+
+    folder = tmp_path / "policy"
+    folder.mkdir()
+    copy = folder / "rows.toml"
+    copy.write_bytes(POLICY.read_bytes())
+    link_examples(folder)
+    policy = load_policy(copy)
+    copy.unlink()
+    row = ROWS["cpu-py312-x86_64"]
+    options: dict[str, Any] = {"dist_dir": tmp_path / "dist", "cache_dir": tmp_path / "cache", "env": _env()}
+    plan = plan_row(row, policy=policy, backend="host", **options)
+    assert plan.row_id == row.id and [c.what for c in plan.commands] == ["compiling", "repairing"]
+    with pytest.raises(PolicyError, match="file not found"):  # the must-fail twin: only a path, re-read
+        plan_row(row, policy_path=copy, backend="host", **options)
 
 
 # --------------------------------------------------------------------------- time limits

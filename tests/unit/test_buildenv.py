@@ -452,12 +452,36 @@ def test_container_plan_is_cibuildwheel_with_the_rows_options() -> None:
     row = BY_ID["cu126-py311-x86_64"]
     plan = plan_of(row, "container", project_name="tinyaxpy", cibuildwheel=("cibuildwheel",), engine="podman")
     (cmd,) = plan.commands
-    assert cmd.argv == ("cibuildwheel", "--platform", "linux", "--output-dir", "/w/wheelhouse", str(PROJECT))
+    assert cmd.argv == ("cibuildwheel", "--platform", "linux", "--output-dir", "/w/wheelhouse", ".")
+    assert cmd.cwd == str(PROJECT)  # cibuildwheel runs in the project: /project in the container
     assert plan.cibuildwheel["CIBW_CONTAINER_ENGINE"] == "podman"
     assert plan.cibuildwheel["CIBW_MANYLINUX_X86_64_IMAGE"] == "pytorch/manylinux2_28-builder:cuda12.6"
     assert "CUDA 12.6 from the image" in plan.toolchain
     assert "CIBW_BUILD=cp311-manylinux_x86_64" in plan.render()
     assert json.loads(json.dumps(plan.to_json()))["backend"] == "container"
+
+
+def test_container_plan_runs_cibuildwheel_in_the_project_wherever_it_lies(tmp_path: Path) -> None:
+    """cibuildwheel refuses a package outside its working directory (``package_dir must be inside the
+    working directory``) and copies that directory into the container: the plan runs it in the project's
+    folder with ``.`` as the package, and every path it hands over is absolute."""
+    row = BY_ID["cu130-py312-x86_64"]
+    elsewhere = tmp_path / "elsewhere" / "tinyaxpy"
+    plan = build_plan(
+        row,
+        backend="container",
+        toolchain=None,
+        project_dir=elsewhere,
+        dist_dir=Path("dist"),
+        work_dir=Path("relative-work"),
+        kernel_cache=None,
+    )
+    (cmd,) = plan.commands
+    assert cmd.cwd == str(elsewhere) and cmd.argv[-1] == "."
+    out = Path(cmd.argv[cmd.argv.index("--output-dir") + 1])
+    assert out.is_absolute() and out == (Path("relative-work") / "wheelhouse").absolute()
+    assert f"cd {elsewhere} && cibuildwheel --platform linux" in plan.render()
+    assert plan.to_json()["commands"][0]["cwd"] == str(elsewhere)
 
 
 def test_host_plan_needs_the_build_environment() -> None:

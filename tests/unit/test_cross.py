@@ -10,6 +10,7 @@ from helpers.rows import rows_by_id
 
 from release.commands.options import selected_arch
 from release.core.errors import ToolError
+from release.route import MachineFacts, route
 from release.wheelbuild.host.cross import (
     CrossTarget,
     config_settings,
@@ -17,7 +18,6 @@ from release.wheelbuild.host.cross import (
     link_diagnosis,
     linked_requirement_problem,
     meson_cross_text,
-    needs_cross,
     nvcc_profile,
     runtime_pin,
     sysconfig_name,
@@ -85,8 +85,9 @@ def test_the_cross_nvcc_profile_uses_the_real_tools_and_the_targets_folders() ->
 
 def test_a_foreign_row_needs_a_cross_build_and_the_trains_runtime_pin() -> None:
     row = ROWS["cu130-py312-aarch64"]
-    assert needs_cross(row, "x86_64") and not needs_cross(row, "aarch64")
-    assert not needs_cross(ROWS["cu130-py312-x86_64"], "x86_64")
+    assert route(row.platform, "host", MachineFacts("x86_64")).cross
+    assert not route(row.platform, "host", MachineFacts("aarch64")).cross
+    assert not route(ROWS["cu130-py312-x86_64"].platform, "host", MachineFacts("x86_64")).cross
     assert runtime_pin(row) == "nvidia-cuda-runtime==13.0.96"
     # a CUDA 12 train pins no PyPI toolchain: the runtime package the wheel declares, at the train
     assert runtime_pin(ROWS["cu126-py312-aarch64"]) == "nvidia-cuda-runtime-cu12==12.6.*"

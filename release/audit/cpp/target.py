@@ -38,7 +38,7 @@ from release.core.errors import ToolError
 from release.core.sandbox import Sandbox, run_limited
 from release.core.sizes import GIB, MIB
 from release.resources.cpus import arch as cpu_arch
-from release.resources.cpus import host_arch
+from release.resources.cpus import host_arch, is_foreign
 
 __all__ = [
     "Target",
@@ -164,7 +164,7 @@ def tool_names(arch: str | None, host: str | None = None) -> tuple[str, str, str
     """The names of the C compiler, the C++ compiler and the linker for ``arch`` (None: this machine's),
     as PATH finds them: ``gcc``, ``g++``, ``ld`` natively; ``aarch64-linux-gnu-gcc``, ... across. Pure."""
     here = host or host_arch()
-    if arch is None or arch == here:
+    if arch is None or not is_foreign(arch, here):
         return ("gcc", "g++", "ld")
     cpu = cpu_arch(arch)
     triplet = cpu.triplet if cpu is not None else f"{arch}-linux-gnu"
@@ -182,7 +182,7 @@ def toolchain(target: Target, *, host: str | None = None, path: str | None = Non
     here = host or host_arch()
     search = os.environ.get("PATH", os.defpath) if path is None else path
     gcc_name, gxx_name, _ld = tool_names(target.arch, here)
-    if target.arch == here:
+    if not is_foreign(target.arch, here):
         native_gcc, native_gxx = proc.which(gcc_name, path=search), proc.which(gxx_name, path=search)
         own = cpu_arch(target.arch)
         if own is None or _probe(native_gcc, native_gxx, target.arch) is None:

@@ -92,10 +92,6 @@ class CrossTarget:
 # --------------------------------------------------------------------------- pure
 
 
-def needs_cross(row: Row, host: str | None = None) -> bool:
-    return row.platform != (host or host_arch())
-
-
 def _cpu(arch: str) -> Cpu:  # release/resources/cpus.toml's arch; ToolError for one it does not know
     if (cpu := cpu_arch(arch)) is None:
         raise ToolError(f"no cross compilers are known for {arch} (release/resources/cpus.toml)")
