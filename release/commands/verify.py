@@ -65,6 +65,10 @@ def _verify(args: argparse.Namespace) -> int:
     print(f"{'!' if 'NOT' in signed else '✓'} {signed}")
     if manifest.policy_sha256 != policy.sha256:
         print(f"note: {path.name} was written under another rows.toml than {policy.path}", file=sys.stderr)
+    if declared.local_server and Path(args.index_root).is_dir():  # no index stop until the last download
+        from release.publish.index.lease import claim
+
+        claim(Path(args.index_root), alone=False)
     local = attach(Path(args.index_root)) if declared.local_server else None
     target = local.target(args.target, rehearsal=True) if local is not None else declared.to_target()
     listing_only = bool(getattr(args, "listing_only", False))

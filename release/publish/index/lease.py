@@ -2,22 +2,27 @@
 
 A rehearsal starts the local index (:mod:`release.publish.index.local`), empties it, publishes
 to it and then checks what pip and uv install from it. A second run in the same folder must
-not stop or empty it in between. Each run that uses the index holds a **lease** from its
-first use to the end of the run: a file ``<root>/leases/<pid>-t<start ticks>.json`` naming the
-run (pid, /proc start time, command line, start), written under the index root's lock (:mod:`release.publish.guards.lock`) only
-when no other run's lease is live, and removed when the run ends. A lease is live while its
-process is (:func:`release.core.liveness.same_process`: the pid alive *and* started when the
-lease says), so one left by a ``kill -9`` is swept by the next reader, never believed.
+not stop or empty it in between. Each run that uses the index holds a **claim** from its first
+use to the end of the run: a kernel lock, shared, on the index's root folder
+(:mod:`release.publish.index.claims`), which the kernel drops when the run ends, ``kill -9``
+included. Beside it the run writes a **lease** file ``<root>/leases/<pid>-t<start ticks>.json``
+(pid, /proc start time, command line, start) that only describes it: deleting it, or the whole
+``leases/`` folder, lets nothing through. Claims are taken under the index root's lock
+(:mod:`release.publish.guards.lock`) only when no other run holds one; a lease whose process is
+gone (:func:`release.core.liveness.same_process`) is swept by the next reader.
 
-- :func:`claim`: take this run's lease (a publish to a local-server target does, before it
-  touches the index); while another run's is live, wait up to ``wait_s`` (saying so), then
-  refuse (StepFailed, exit 4, ``[rule: one-run]``) naming it. The lease lasts until the run's
-  :func:`run_scope` ends (the command layer opens one around ``release`` and ``publish``: the
-  install checks after the publish are covered), else until the process exits.
+- :func:`claim`: take this run's claim (a publish to a local-server target does, before it
+  touches the index; ``verify`` of a local target too); while another run holds one, wait up to
+  ``wait_s`` (saying so), then refuse (StepFailed, exit 4, ``[rule: one-run]``) naming it. The
+  claim lasts until the run's :func:`run_scope` ends (the command layer opens one around
+  ``release`` and ``publish``: the install checks after the publish are covered), else until the
+  process exits.
 - :func:`lease` (context manager): claim and give back around a block.
-- :func:`in_use_problem`: what stops a stop or an emptying of the index now (another run's live
-  lease), in words; None when nothing does. Called under the index root's lock by whatever
-  stops or empties the index (a rehearsal's fresh start, ``index stop``).
+- :func:`in_use_problem`: what stops a stop or an emptying of the index now (another process's
+  claim, asked of the kernel without waiting, each holder named from the kernel's lock table and
+  described by its lease file or, when that is gone, its /proc entries), in words; None when
+  nothing does. Called under the index root's lock by whatever stops or empties the index (a
+  rehearsal's fresh start, ``index stop``).
 
 The index itself outlives the runs (a rehearsal leaves an index to ``pip install`` from);
 nothing here stops it.
@@ -30,6 +35,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,6 +43,7 @@ from pathlib import Path
 from release.core import liveness
 from release.core.errors import StepFailed
 from release.publish.guards import lock
+from release.publish.index import claims
 
 LEASES_DIR = "leases"
 _claimed: dict[Path, Path] = {}  # index root -> this process's lease file there
@@ -65,24 +72,64 @@ def live_leases(root: Path) -> list[lock.Holder]:
     return found
 
 
+def _described(root: Path, pid: int) -> lock.Holder:
+    """A claim's holder: as its live lease file says, else from /proc (its lease was deleted)."""
+    for holder in live_leases(root):
+        if holder.pid == pid:
+            return holder
+    ticks = liveness.start_ticks(pid)
+    return lock.Holder(
+        pid,
+        liveness.command_of(pid) or "its command line cannot be read",
+        (liveness.started_utc(ticks) if ticks is not None else None) or "at an unknown time",
+        socket.gethostname(),
+        ticks,
+    )
+
+
+def holders(root: Path) -> list[lock.Holder] | None:
+    """The other processes holding a claim on the index under ``root``, named by the kernel;
+    [] when none does; None when the kernel says one does but not who (another user's process)."""
+    if not claims.others_hold(root):
+        live_leases(root)  # sweep the dead ones on the way
+        return []
+    pids = claims.holder_pids(root)
+    return [_described(root, pid) for pid in pids] if pids else None
+
+
 def in_use_problem(root: Path, doing: str, *, waited: str = "") -> str | None:
     """Why ``doing`` ("stop the local index") may not happen now; None when no other run uses it."""
-    others = live_leases(root)
-    if not others:
+    others = holders(root)
+    if others == []:
         return None
-    who = "; ".join(h.describe() for h in others)
+    if others is None:
+        who = "a process the kernel shows holding a claim on it, which this user cannot see"
+    else:
+        leased = {h.pid for h in live_leases(root)}
+        who = "; ".join(
+            h.describe() + ("" if h.pid in leased else " (its lease file is gone; named by the kernel)")
+            for h in others
+        )
     return (
         f"cannot {doing} ({root}): another wheelwright run is using it: {who}. Wait for that run to "
         f"finish, then run again{waited} [rule: one-run]"
     )
 
 
-def claim(root: Path, *, wait_s: float | None = None, log: Callable[[str], None] | None = None) -> Path:
-    """Take this run's lease on the local index under ``root`` unless it holds one; it lasts until
-    the run's :func:`run_scope` ends (else until :func:`release_claims` or the process's exit).
+def claim(
+    root: Path,
+    *,
+    wait_s: float | None = None,
+    log: Callable[[str], None] | None = None,
+    alone: bool = True,
+) -> Path:
+    """Take this run's claim and lease on the local index under ``root`` unless it holds one; it
+    lasts until the run's :func:`run_scope` ends (else until :func:`release_claims` or the process's exit).
 
-    While another run's lease is live this waits up to ``wait_s`` (default: the run scope's, else
-    :func:`release.publish.guards.lock.wait_from_env`), saying so, then refuses (StepFailed) naming it.
+    ``alone`` (a run that fills or empties the index: publish): while another run holds a claim
+    this waits up to ``wait_s`` (default: the run scope's, else
+    :func:`release.publish.guards.lock.wait_from_env`), saying so, then refuses (StepFailed) naming
+    it. Not ``alone`` (a run that only reads it: verify): claimed beside the others.
     """
     key = root.resolve() if root.exists() else root.absolute()
     if key in _claimed:
@@ -96,8 +143,14 @@ def claim(root: Path, *, wait_s: float | None = None, log: Callable[[str], None]
         left = max(0.0, wait_s - (time.monotonic() - start))
         with lock.hold(key, what="the local index", wait_s=left, log=log):
             waited = f"; this run waited {wait_s:g} s (--wait, {lock.WAIT_ENV}) and changed nothing"
-            problem = in_use_problem(key, "use the local index", waited=waited)
+            problem = in_use_problem(key, "use the local index", waited=waited) if alone else None
             if problem is None:
+                try:
+                    claims.take(key)
+                except OSError as exc:
+                    raise StepFailed(
+                        f"cannot claim the local index ({key}): its folder cannot be locked: {exc}"
+                    ) from None
                 path.parent.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_suffix(".tmp")
                 tmp.write_text(json.dumps(dataclasses.asdict(me), sort_keys=True) + "\n", encoding="utf-8")
@@ -113,7 +166,8 @@ def claim(root: Path, *, wait_s: float | None = None, log: Callable[[str], None]
 
 
 def release_claims() -> None:
-    """Give up every lease this process claimed."""
+    """Give up every claim this process holds, and remove its lease files."""
+    claims.give_back()
     while _claimed:
         _key, path = _claimed.popitem()
         path.unlink(missing_ok=True)
