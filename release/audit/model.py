@@ -104,6 +104,9 @@ class Expectation:
     channels: tuple[str, ...] = ()  # the row's dependency channels (torch): they bring the CUDA runtime
     # sonames the row's dependencies provide ([[dependency]].libraries): not manylinux's business
     provided_libraries: tuple[str, ...] = ()
+    # why the wheel carries no device code by design (NVIDIA's own NVRTC, runtime, nvJitLink...: host
+    # code that loads, compiles or links device code at run time); set by release.audit.standalone.by_design
+    by_design: str | None = None
 
     @property
     def is_cuda(self) -> bool:

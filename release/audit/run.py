@@ -30,12 +30,12 @@ from release.audit.checks import cross_check, device_code, gpus, hygiene, loader
 from release.audit.cpp import cache as cpp_cache
 from release.audit.cpp import consumer as cpp_consumer
 from release.audit.cpp.early import EarlyCpp, cached_check
-from release.audit.model import AbiReport, AuditResult, Contents, Expectation, Finding, Library, WheelFile
+from release.audit.model import AbiReport, AuditResult, Contents, Expectation, Finding, Library, WheelFile, ok
 from release.audit.reading.archive import open_wheel
 from release.audit.reading.identity import check_identity
 from release.audit.reading.inspector import Inspector
 from release.audit.report.inventory import inventory
-from release.core.errors import InputError
+from release.core.errors import InputError, ToolError
 from release.core.machine import default_cache_dir
 
 if TYPE_CHECKING:
@@ -140,13 +140,17 @@ def audit_wheel(
                 if abi_future is not None:
                     abi_future.cancel()
                 abi_future = _start_abi(pool, wheel, libs, expectation)
+            expectation = standalone.by_design(expectation, contents)  # NVIDIA's NVRTC, runtime...: a note
             runs = [name for name in registry.CHECKS if expectation.runs(name)]
             findings: dict[str, list[Finding]] = {}
             for name in runs:
                 if name in (hygiene.CHECK, cpp_consumer.CHECK):  # beside the others, and last
                     continue
                 t = time.perf_counter()
-                findings[name] = registry.by_name(name).function(contents, expectation)
+                if name == gpus.CHECK and expectation.by_design is not None:  # no kernels to place on a GPU
+                    findings[name] = [ok(name, f"note: {expectation.by_design}")]
+                else:
+                    findings[name] = registry.by_name(name).function(contents, expectation)
                 timings[name] = time.perf_counter() - t
             cross = cross_check_cuobjdump or (
                 expectation.checks is not None and cross_check.CHECK in expectation.checks
@@ -158,7 +162,7 @@ def audit_wheel(
                 )
                 timings[cross_check.CHECK] = time.perf_counter() - t
             if cpp_future is not None:
-                findings[cpp_consumer.CHECK], timings[cpp_consumer.CHECK] = cpp_future.result()
+                findings[cpp_consumer.CHECK], timings[cpp_consumer.CHECK] = _cpp_result(cpp_future, runs)
             if abi_future is not None:
                 t = time.perf_counter()
                 abi = abi_future.result()
@@ -188,6 +192,22 @@ def audit_wheel(
         checks_run=tuple(runs) + ((cross_check.CHECK,) if cross else ()),
         partial=not set(registry.CHECKS) <= set(runs),
     )
+
+
+def _cpp_result(
+    future: Future[tuple[list[Finding], float]], runs: Sequence[str]
+) -> tuple[list[Finding], float]:
+    """The C++ consumer check's findings; a compiler it cannot find is a ToolError naming the check and
+    how to run the others without it (fail closed: the check is not passed over in silence)."""
+    try:
+        return future.result()
+    except ToolError as exc:
+        others = ",".join(name for name in runs if name != cpp_consumer.CHECK)
+        raise ToolError(
+            f"{exc}: the C++ consumer check ({cpp_consumer.CHECK}) needs it to compile and link a program "
+            f"against the wheel's C++ SDK; install gcc and g++ (Debian: apt-get install gcc g++), or run the "
+            f"other checks without it: --checks {others}"
+        ) from None
 
 
 def _platform_tags(path: str | os.PathLike[str]) -> tuple[str, ...]:

@@ -336,3 +336,29 @@ def resolve(expectation: Expectation, contents: Contents) -> Expectation:
         cuda_packages=declared_packages(contents, declared, train),
         train_source=how,
     )
+
+
+def by_design(expectation: Expectation, contents: Contents) -> Expectation:
+    """A standalone CUDA expectation, noted when the wheel carries no device code by design: it is
+    NVIDIA's own package of its libraries (every ELF file is a CUDA library the wheel's distribution
+    ships, such as nvidia-cuda-nvrtc's NVRTC) and none of them carries device code in any form. Such a
+    library has no kernels of its own: it loads (the runtime), compiles (NVRTC) or links (nvJitLink)
+    device code at run time, so the device-code checks note it instead of failing "runs on no GPU"."""
+    from release.audit.reading.cuda_identity import identify  # only for a standalone CUDA audit
+
+    if not expectation.standalone or not expectation.is_cuda or not contents.libraries:
+        return expectation
+    libs = contents.libraries
+    if any(lib.elf is None or lib.has_device_code or lib.relocatable or lib.embedded for lib in libs):
+        return expectation
+    if any(lib.device_file is not None or lib.fatbin_error is not None for lib in libs):
+        return expectation
+    known = [identify(lib) for lib in libs]
+    if not all(k is not None and k.shipped_by(contents.wheel.name) for k in known):
+        return expectation
+    titles = sorted({k.library.title.split(" (")[0] for k in known if k is not None}, key=len)
+    note = (
+        f"no device code by design: {contents.wheel.name} is NVIDIA's package of {', '.join(titles)}, host "
+        "code that loads, compiles or links device code at run time; nothing of its own to run on a GPU"
+    )
+    return replace(expectation, by_design=note)

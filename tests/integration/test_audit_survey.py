@@ -54,7 +54,7 @@ EXPECTED: dict[str, tuple[int, list[str], str | None, list[str]]] = {
         "7.5;8.0;8.6;9.0;10.0;12.0+PTX",
         [
             "+WHEEL lists the tags ['py3-none-linux_x86_64'] but the file name says ['py3-none-manylinux_2_28_x86_64']",
-            "+libtorchaudio.so needs libcudart.so.13, which neither the wheel nor a declared CUDA package",
+            "+libtorchaudio.so needs libcudart.so.13, which neither the wheel nor a CUDA package the wheel declares",
             "+it links libc10.so, libc10_cuda.so, libtorch.so",
         ],
     ),
@@ -63,7 +63,7 @@ EXPECTED: dict[str, tuple[int, list[str], str | None, list[str]]] = {
         ["hygiene", "loader"],
         "7.5;8.0+PTX;9.0a",
         [
-            "+_C.so needs libcudart.so.12, which neither the wheel nor a declared CUDA package of the row (none) "
+            "+_C.so needs libcudart.so.12, which neither the wheel nor a CUDA package the wheel declares (none) "
             "provides; for CUDA 12 nvidia-cuda-runtime-cu12 ships it"
         ],
     ),
@@ -102,10 +102,10 @@ EXPECTED: dict[str, tuple[int, list[str], str | None, list[str]]] = {
         " ".join(f"bitsandbytes/libbitsandbytes_cuda{v}.so={archs}" for v, archs in BITSANDBYTES),
         [
             "+libbitsandbytes_cuda121.so has an absolute RUNPATH entry '/usr/local/cuda-12.1/targets/x86_64-linux/lib'",
-            "+libbitsandbytes_cuda121.so needs libcudart.so.12, which neither the wheel nor a declared CUDA package "
-            "of the row (none) provides; for CUDA 12 nvidia-cuda-runtime-cu12 ships it",
-            "+libbitsandbytes_cuda130.so needs libcublas.so.13, which neither the wheel nor a declared CUDA package "
-            "of the row (none) provides; for CUDA 13 nvidia-cublas ships it",
+            "+libbitsandbytes_cuda121.so needs libcudart.so.12, which neither the wheel nor a CUDA package "
+            "the wheel declares (none) provides; for CUDA 12 nvidia-cuda-runtime-cu12 ships it",
+            "+libbitsandbytes_cuda130.so needs libcublas.so.13, which neither the wheel nor a CUDA package "
+            "the wheel declares (none) provides; for CUDA 13 nvidia-cublas ships it",
         ],
     ),
     "spconv_cu126": (
@@ -122,8 +122,8 @@ EXPECTED: dict[str, tuple[int, list[str], str | None, list[str]]] = {
             "+WHEEL lists the tags ['cp312-cp312-linux_x86_64'] but the file name says "
             "['cp312-cp312-manylinux2014_x86_64']",
             "+_carray.cpython-312-x86_64-linux-gnu.so needs GLIBCXX_3.4.21",
-            "+cublas.cpython-312-x86_64-linux-gnu.so needs libcublas.so.13, which neither the wheel nor a declared "
-            "CUDA package of the row (cuda-pathfinder) provides",
+            "+cublas.cpython-312-x86_64-linux-gnu.so needs libcublas.so.13, which neither the wheel nor a CUDA "
+            "package the wheel declares (cuda-pathfinder) provides",
         ],
     ),
 }

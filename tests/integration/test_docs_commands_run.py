@@ -104,7 +104,7 @@ HOW: dict[str, Need] = {
         "runs",
         argv=f'audit {EMBEDDED} --variant cu130 --gpu-archs "8.0;9.0+PTX" --allow embedded-device-code',
         cwd="empty",
-        expect='allowed (embedded_device_code = "allow")',
+        expect="allowed (--allow embedded-device-code)",
     ),
     # network: asks PyPI (or fetches a published wheel into the test-wheel cache)
     "trains --check": Need("network", expect="rows.toml: CUDA trains 12.6, 13.0, 13.2 (newest 13.2)"),

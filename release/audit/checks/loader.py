@@ -152,6 +152,7 @@ def wrong_soname(lib: Library, needed: str, provider: CudaPackage, expectation: 
     original = stem(needed) + dot + rest
     known = cuda.library(needed)
     train = expectation.train or "?"
+    whose = "wheel is" if expectation.standalone else "row is"
     if original != needed:
         what = f"a renamed copy of {original} (a repair grafted it into the wheel)"
         fix = f"repair with --exclude '{known.repair_pattern if known else original}'"
@@ -166,7 +167,7 @@ def wrong_soname(lib: Library, needed: str, provider: CudaPackage, expectation: 
         fix = f"rebuild it with the CUDA {train} toolkit"
     return fail(
         CHECK,
-        f"{lib.name} needs {needed}, {what}, but the row is CUDA {train}, whose {provider.name} installs "
+        f"{lib.name} needs {needed}, {what}, but the {whose} CUDA {train}, whose {provider.name} installs "
         f"{wanted}; {fix}",
         lib.path,
         needed=needed,
@@ -246,8 +247,9 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
                 out.append(
                     fail(
                         CHECK,
-                        f"{lib.name} needs {needed}, which neither the wheel nor a declared CUDA package of "
-                        f"the row ({', '.join(p.name for p in packages) or 'none'}) provides"
+                        f"{lib.name} needs {needed}, which neither the wheel nor "
+                        f"{'a CUDA package the wheel declares' if expectation.standalone else 'a declared CUDA package of the row'} "
+                        f"({', '.join(p.name for p in packages) or 'none'}) provides"
                         + _who_ships(needed, expectation),
                         lib.path,
                         needed=needed,

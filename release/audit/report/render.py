@@ -21,9 +21,23 @@ _LEGEND = (
 )
 
 
+def fold(message: str, limit: int = 1000) -> str:
+    """A message of ``limit`` characters or more, folded for a terminal: the first items of its list,
+    "and N more", then its last item (the JSON keeps the whole message). Pure."""
+    parts = message.split(", ")
+    if len(message) < limit or len(parts) < 3:
+        return message
+    head: list[str] = []
+    while len(", ".join(head)) < limit * 0.6 and len(head) < len(parts) - 1:
+        head.append(parts[len(head)])
+    more = len(parts) - len(head) - 1
+    tail = parts[-1] if len(parts[-1]) < limit * 0.3 else parts[-1][: int(limit * 0.3)] + "..."
+    return f"{', '.join(head)}, and {more} more (the whole list: --json), {tail}" if more else message
+
+
 def _finding_lines(f: Finding) -> list[str]:
     mark = "✓" if f.ok else "✗"
-    first, *rest = f.message.splitlines() or [""]
+    first, *rest = fold(f.message).splitlines() or [""]
     return [f"  {mark} {first}", *(f"      {line}" for line in rest)]
 
 
@@ -88,13 +102,15 @@ def _what(result: AuditResult) -> str:
         return f"row {exp.row_id}"
     train = f", CUDA {exp.train}" if exp.train else ""
     how = f" ({exp.train_source})" if exp.standalone and exp.train_source else ""
-    return f"variant {exp.variant}{train}{how}" + (", no policy" if exp.standalone else "")
+    kind = "a CUDA wheel" if exp.standalone and exp.variant == "cuda" else f"variant {exp.variant}"
+    return f"{kind}{train}{how}" + (", no policy" if exp.standalone else "")
 
 
 def render_text(result: AuditResult) -> str:
     exp = result.expectation
     archs = claim_text(result) or ("-" if not exp.is_cuda else "none given")
-    out = [f"{result.wheel}", f"  audited against {_what(result)} (GPU archs: {archs})"]
+    first = f"{result.wheel}: {exp.by_design}" if exp.by_design else result.wheel  # said first, not failed
+    out = [first, f"  audited against {_what(result)} (GPU archs: {archs})"]
     if exp.runs_on:
         out.append(f"  must run on: {', '.join(f'{a}.{b}' for a, b in exp.runs_on)}")
     if exp.driver is not None:
