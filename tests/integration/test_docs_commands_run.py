@@ -77,6 +77,7 @@ HOW: dict[str, Need] = {
     "plan --json": Need("runs", expect='"id": "cu130-py312-x86_64"'),
     "plan --pr --json": Need("runs", expect='"policy": "rows.toml"'),
     "plan --policy yourpkg/rows.toml": Need("runs", expect="3 rows: 2 CUDA, 1 CPU"),
+    "coverage": Need("runs", expect="n/a Jetson Orin (8.7): no JetPack for it runs the generic aarch64 (SBSA) CUDA 12"),
     "trains": Need("runs", expect="CUDA 13.0 (cu130): nvidia-cuda-nvcc=="),
     "channels": Need("runs", expect="routes no dependency to a channel ([[dependency]]); nothing to check"),
     "build cu130-py312-x86_64 --dry-run --backend host": Need(
