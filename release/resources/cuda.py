@@ -224,7 +224,7 @@ class CudaFacts:
                 out.append(
                     (
                         g,
-                        f"no JetPack for it runs the generic aarch64 (SBSA) CUDA {cuda_major} stack ({stacks})",
+                        f"no JetPack for it runs the generic {cpu} (SBSA) CUDA {cuda_major} stack ({stacks})",
                     )
                 )
         return tuple(out)

@@ -21,8 +21,6 @@ NOT_YET = {
     "release/audit/run.py",
     # the same example in the records' message
     "release/records.py",
-    # "the generic aarch64 (SBSA) CUDA" in a Jetson message
-    "release/resources/cuda.py",
 }
 NAMES = sorted(
     {*cpus().names, *(a for c in cpus().by_name.values() for a in c.aliases)}, key=len, reverse=True
