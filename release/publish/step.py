@@ -38,8 +38,9 @@ from release.publish.guards.reverify import gpu_gate_problems
 from release.publish.index import lease as index_lease
 from release.publish.index.lease import in_use_problem
 from release.publish.index.local import PACKAGES_DIR, RELEASES_DIR, LocalIndex, attach, start_detached, stop
+from release.publish.prepared import PreparedPublish
 from release.publish.staging import publish_session
-from release.publish.upload import PreparedPublish, execute_publish, prepare_publish
+from release.publish.upload import execute_publish, prepare_publish
 from release.records import policy_sha256
 
 LOCAL_INDEX_DIR = Path(".wheelwright") / "index"

@@ -29,8 +29,9 @@ from release.policy.model import Policy
 from release.publish.guards import seal
 from release.publish.index.client import remote_hashes
 from release.publish.index.local import LocalIndex
+from release.publish.prepared import PreparedPublish
 from release.publish.staging import STAGING_PREFIX, publish_session
-from release.publish.upload import PreparedPublish, execute_publish, prepare_publish, publish
+from release.publish.upload import execute_publish, prepare_publish, publish
 
 pytestmark = pytest.mark.integration
 ROWS = ("cu130-py311-x86_64", "cu130-py312-x86_64")
