@@ -24,6 +24,8 @@ from packaging.version import Version
 
 from release.audit.model import Library, Member, is_library_name
 from release.audit.reading.inspector import inspect_member
+from release.binary.elf import ElfError, read_elf
+from release.binary.fatbin import FatbinError, has_device_code
 from release.core import proc
 from release.core.errors import InputError
 from release.core.machine import default_cache_dir
@@ -148,6 +150,11 @@ def _library(archive: Path, info: zipfile.ZipInfo, folder: Path) -> Library | No
             out.write(head)
             shutil.copyfileobj(src, out, 1 << 20)
     try:
+        try:  # most of a dependency's libraries carry no device code: skip the inspector's symbol reading
+            if not has_device_code(target, read_elf(target)):
+                return None
+        except (ElfError, FatbinError, OSError):
+            pass  # the inspector reads it again and records why it cannot
         member = Member(info.filename, info.file_size, None, target, "file", is_elf=True)
         lib = inspect_member(member, embedded=False)
     finally:

@@ -128,10 +128,14 @@ def cover(
                 codes[wheel] = read(wheel, dep.package)
                 seconds[wheel.name] = codes[wheel].seconds
             code = codes[wheel]
-            if not code.libraries:
-                not_read.append(
-                    (dep.package, f"{wheel.name} carries no device code: nothing to compare with")
+            unreadable = [f"{lib.path}: {lib.fatbin_error}" for lib in code.libraries if lib.fatbin_error]
+            if not code.libraries or len(unreadable) == len(code.libraries):
+                why = f"{wheel.name} carries no {'readable ' if unreadable else ''}device code" + (
+                    f" ({'; '.join(unreadable[:3])})" if unreadable else ""
                 )
+                if mode != "report":  # nothing to compare is not a pass
+                    raise InputError(f"{policy.path}: row {row.id}: [[dependency]] {dep.package}: {why}")
+                not_read.append((dep.package, f"{why}: nothing to compare with"))
                 continue
             deps.append(compare(cov, row.gpu_archs, code, mode))
         out.append(RowReport(cov, tuple(deps), tuple(not_read)))
