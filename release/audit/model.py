@@ -342,7 +342,8 @@ class Library:
         more = f" (and {len(self.link_needs) - 1} more)" if len(self.link_needs) > 1 else ""
         return (
             f"relocatable device code never device-linked: its host code calls {self.link_needs[0]}{more}, "
-            "which no file of the wheel defines, so loading it fails with 'undefined symbol'"
+            "which neither it nor a library it loads (its NEEDED closure) defines, so loading it fails with "
+            "'undefined symbol'"
         )
 
     @property

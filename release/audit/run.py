@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from release.audit import registry, standalone
+from release.audit import link_closure, registry, standalone
 from release.audit.checks import cross_check, device_code, gpus, hygiene, loader
 from release.audit.cpp import cache as cpp_cache
 from release.audit.cpp import consumer as cpp_consumer
@@ -132,7 +132,7 @@ def audit_wheel(
             expectation = standalone.resolve(claimed, Contents(wheel, libs))
             abi_future = _start_abi(pool, wheel, libs, expectation)
             t = time.perf_counter()
-            libs = inspector.libraries(wheel)
+            libs = link_closure.relink(inspector.libraries(wheel), wheel.root)  # rdc: the loader's view
             timings["embedded_wait"] = time.perf_counter() - t
             contents = Contents(wheel, libs)
             if inspector.scan_failed:  # a library's inspection stopped at its scan: start again from it
