@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from release.core import log
 from release.core.errors import CheckFailed, InputError, StepFailed, ToolError, WheelwrightError
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from release.audit.model import AuditResult
     from release.smoke.resolve import InstallCase
     from release.smoke.run import Timeouts
+    from release.wheelbuild.backends import BackendChoice
 
 RELEASE_HTML = "audit.html"  # the release-wide audit page, in dist/
 
@@ -185,7 +186,7 @@ def run_release(
     dist: Path,
     cache_dir: Path,
     host: str,
-    backend: Literal["auto", "host", "container"] = "auto",
+    backend: BackendChoice = "auto",
     env: Mapping[str, str] | None = None,
     publish: bool = True,
     smoke_timeouts: Timeouts | None = None,

@@ -29,6 +29,7 @@ from typing import Literal, get_args
 
 from release.resources.cpus import arch as cpu_arch
 from release.resources.cpus import host_arch
+from release.wheelbuild.backends import Backend
 
 __all__ = [
     "BUILD_HOWS",
@@ -79,10 +80,11 @@ class Route:
 
     arch: str  # the row's CPU
     host: str  # this machine's
+    backend: Backend  # the backend that builds it (the registry's name)
     build: BuildHow
     smoke: SmokeHow
     smoke_reason: str  # how the smoke runs, or why it cannot
-    triplet: str | None  # the cross compilers' GNU triplet of a host-cross build
+    triplet: str | None = None  # the cross compilers' GNU triplet of a host-cross build
     cross_packages: tuple[str, ...] = ()  # their Debian packages
     qemu: str | None = None  # the qemu-user program of an emulated smoke or container build
     oci: str = ""  # the OCI platform of the row's builder image
@@ -98,10 +100,6 @@ class Route:
         return self.build == "host-cross"
 
     @property
-    def backend(self) -> Literal["host", "container"]:
-        return "container" if self.build.startswith("container") else "host"
-
-    @property
     def cross_gxx(self) -> str | None:
         return None if self.triplet is None else f"{self.triplet}-g++"
 
@@ -113,39 +111,44 @@ class Route:
         )
 
 
-def route(
-    arch: str, backend: Literal["host", "container"], facts: MachineFacts, pythons: Sequence[str] = ()
-) -> Route:
+_BUILDS: dict[tuple[str, bool], BuildHow] = {  # (backend, another CPU's row) -> how it is built
+    ("host", False): "host-native",
+    ("host", True): "host-cross",
+    ("container", False): "container-native",
+    ("container", True): "container-emulated",
+}
+
+
+def route(arch: str, backend: Backend, facts: MachineFacts, pythons: Sequence[str] = ()) -> Route:
     """The route of a row of CPU ``arch`` built by ``backend`` on the machine of ``facts``; ``pythons``:
     the Pythons its smoke runs (each needs an emulated CPython on another CPU). Pure."""
     host = facts.arch
     cpu = cpu_arch(arch)
-    oci = cpu.oci if cpu is not None else f"linux/{arch}"
-    qemu = cpu.qemu if cpu is not None else None
     foreign = arch != host
-    if backend == "container":
-        build: BuildHow = "container-emulated" if foreign else "container-native"
-    else:
-        build = "host-cross" if foreign else "host-native"
-    triplet = cpu.triplet if cpu is not None and build == "host-cross" else None
-    packages = cpu.cross_packages if cpu is not None and build == "host-cross" else ()
+    build = _BUILDS[(backend, foreign)]
+    crossing = cpu is not None and build == "host-cross"
+    triplet = cpu.triplet if crossing and cpu is not None else None
+    packages = cpu.cross_packages if crossing and cpu is not None else ()
+    qemu = cpu.qemu if cpu is not None and foreign else None
+    oci = cpu.oci if cpu is not None else f"linux/{arch}"
+
+    def made(smoke: SmokeHow, reason: str, fix: tuple[str, ...] = ()) -> Route:
+        return Route(arch, host, backend, build, smoke, reason, triplet, packages, qemu, oci, fix)
+
     if not foreign:
-        return Route(
-            arch, host, build, "native", f"{arch} is this machine's own CPU", triplet, packages, None, oci
-        )
+        return made("native", f"{arch} is this machine's own CPU")
     emulation = facts.emulation_of(arch)
     if not emulation.runs:
         steps = "; ".join(f"`{c}`" for c in emulation.fix)
         why = f"{emulation.reason}; to run them, as root: {steps}" if steps else emulation.reason
-        return Route(arch, host, build, "cannot", why, triplet, packages, qemu, oci, emulation.fix)
+        return made("cannot", why, emulation.fix)
     problems = [why for a, v, why in facts.python_problems if a == arch and v in pythons]
     missing = [v for v in pythons if (arch, v) not in facts.pythons]
-    if problems or missing:
-        why = (
-            problems[0] if problems else f"no emulated CPython {', '.join(missing)} for {arch} is known here"
-        )
-        return Route(arch, host, build, "cannot", why, triplet, packages, qemu, oci)
-    return Route(arch, host, build, "emulated", emulation.reason, triplet, packages, qemu, oci)
+    if problems:
+        return made("cannot", problems[0])
+    if missing:
+        return made("cannot", f"no emulated CPython {', '.join(missing)} for {arch} is known here")
+    return made("emulated", emulation.reason)
 
 
 def gather_facts(

@@ -24,7 +24,7 @@ from release.policy.matrix import Row
 from release.policy.model import Policy
 
 if TYPE_CHECKING:
-    from release.wheelbuild.engine import BackendChoice
+    from release.wheelbuild.backends import BackendChoice
 
 
 class HasRow(Protocol):

@@ -136,11 +136,15 @@ def add_dist(p: argparse.ArgumentParser, what: str = "where built wheels are") -
 
 
 def add_backend(p: argparse.ArgumentParser, what: str = "build backend") -> None:
+    from release.wheelbuild.backends import AUTO, BACKENDS, CHOICES
+
+    each = "; ".join(f"{b.name}: {b.builds}" for b in BACKENDS)
     p.add_argument(
         "--backend",
-        choices=("auto", "host", "container"),
-        default="auto",
-        help=f"{what} (default: %(default)s)",
+        choices=CHOICES,
+        default=AUTO,
+        help=f"{what}: {each}; {AUTO}: the container where an engine holds the row's image, else the host "
+        "(default: %(default)s)",
     )
 
 

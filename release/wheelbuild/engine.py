@@ -22,15 +22,14 @@ import shutil
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
 
 from release.core import log, proc
 from release.core.errors import StepFailed, ToolError
 from release.policy.matrix import CPU_IMAGE, Row
 from release.resources.cpus import arch as cpu_arch
-from release.wheelbuild.plan import Backend
+from release.wheelbuild.backends import Backend
+from release.wheelbuild.backends import BackendChoice as BackendChoice  # verify and publish import it here
 
-BackendChoice = Literal["auto", "host", "container"]
 ENGINES: tuple[str, ...] = ("docker", "podman")
 PROBE_TIMEOUT_S = 60.0
 

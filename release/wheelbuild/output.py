@@ -18,8 +18,8 @@ from release.core.errors import StepFailed
 from release.core.hashing import sha256_file
 from release.core.log import say
 from release.policy.matrix import Row
+from release.wheelbuild.backends import Backend
 from release.wheelbuild.job import RowJob
-from release.wheelbuild.plan import Backend
 from release.wheelbuild.repair.contract import apply_contract
 
 
@@ -142,3 +142,14 @@ def finish_wheel(wheel: Path, job: RowJob, *, work: Path, patchelf: Path, epoch:
         say(row.id, "contract: the wheel already satisfies it (kept byte for byte)")
     check_wheel_name(row, fixed.name, job.project_name)
     return fixed
+
+
+def one_wheel(folder: Path, row: Row, what: str) -> Path:
+    """The one wheel ``what`` (a build, auditwheel, cibuildwheel) left in ``folder``; StepFailed otherwise."""
+    wheels = sorted(folder.glob("*.whl"))
+    if len(wheels) != 1:
+        raise StepFailed(
+            f"row {row.id}: {what} produced {len(wheels)} wheels in {folder} "
+            f"({', '.join(w.name for w in wheels) or 'none'}); expected exactly one"
+        )
+    return wheels[0]

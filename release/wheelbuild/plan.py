@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from release.policy.matrix import Row
+from release.wheelbuild.backends import Backend
 from release.wheelbuild.environment import (
     BuildEnv,
     arch_routes,
@@ -27,9 +28,6 @@ from release.wheelbuild.environment import (
 )
 from release.wheelbuild.repair.auditwheel import repair_argv
 from release.wheelbuild.toolchain import Toolchain
-
-Backend = Literal["host", "container"]
-
 
 # --------------------------------------------------------------------------- plan
 

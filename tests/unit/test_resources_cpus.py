@@ -24,9 +24,17 @@ def test_the_packaged_table_holds_every_fact_the_stages_ask_for() -> None:
         "qemu-aarch64",
         "sbsa-linux",
     )
-    assert arm.cross_gxx == "aarch64-linux-gnu-g++" and arm.platform_tag("manylinux_2_28") == "manylinux_2_28_aarch64"
+    assert (
+        arm.cross_gxx == "aarch64-linux-gnu-g++"
+        and arm.platform_tag("manylinux_2_28") == "manylinux_2_28_aarch64"
+    )
     x86 = table.by_name["x86_64"]
-    assert (x86.elf_machine, x86.elf_class, x86.little_endian, x86.cuda_target) == (62, 64, True, "x86_64-linux")
+    assert (x86.elf_machine, x86.elf_class, x86.little_endian, x86.cuda_target) == (
+        62,
+        64,
+        True,
+        "x86_64-linux",
+    )
     assert x86.qemu is None  # emulation is offered for aarch64 only
     assert table.manylinux == ("x86_64", "aarch64", "ppc64le", "s390x", "i686", "armv7l")
     assert table.normalize("AMD64") == "x86_64" and table.normalize("arm64") == "aarch64"
@@ -44,7 +52,7 @@ def test_the_elf_readers_name_arches_by_the_table() -> None:
 
 
 def test_host_arch_goes_through_the_aliases(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cpus_module._platform, "machine", lambda: "arm64")
+    monkeypatch.setattr("release.resources.cpus._platform.machine", lambda: "arm64")
     assert cpus_module.host_arch() == "aarch64"
 
 
@@ -52,12 +60,21 @@ def test_host_arch_goes_through_the_aliases(monkeypatch: pytest.MonkeyPatch) -> 
     ("change", "said"),
     [
         (lambda t: t.replace('debian = "arm64"\n', ""), "arch.aarch64: missing debian"),
-        (lambda t: t.replace("machine = 183", "machine = 62"), "the same ELF machine, class and byte order as x86_64"),
+        (
+            lambda t: t.replace("machine = 183", "machine = 62"),
+            "the same ELF machine, class and byte order as x86_64",
+        ),
         (lambda t: t.replace('aliases = ["arm64"]', 'aliases = ["amd64"]'), "'amd64' already names x86_64"),
         (lambda t: t.replace('byteorder = "little" }', 'byteorder = "middle" }', 1), "arch.x86_64.elf"),
-        (lambda t: t.replace("manylinux = true", 'manylinux = "yes"', 1), "arch.x86_64.manylinux: must be true or false"),
+        (
+            lambda t: t.replace("manylinux = true", 'manylinux = "yes"', 1),
+            "arch.x86_64.manylinux: must be true or false",
+        ),
         (lambda t: t.replace("schema_version = 1", "schema_version = 2"), "schema_version: must be 1"),
-        (lambda t: t.replace('qemu = "qemu-aarch64"', 'qemu = "qemu-aarch64"\nqemu_flags = "-L"'), "unknown key qemu_flags"),
+        (
+            lambda t: t.replace('qemu = "qemu-aarch64"', 'qemu = "qemu-aarch64"\nqemu_flags = "-L"'),
+            "unknown key qemu_flags",
+        ),
     ],
 )
 def test_a_broken_table_is_refused_by_key(change: object, said: str) -> None:

@@ -46,7 +46,7 @@ from release.wheelbuild.host.frontend import MISSING_EXIT, MISSING_PREFIX
 from release.wheelbuild.host.isolated import BuildSystem, EnvSpec, ensure_build_env, env_spec
 from release.wheelbuild.host.stage import copy_project, source_slot
 from release.wheelbuild.job import RowJob
-from release.wheelbuild.output import finish_wheel
+from release.wheelbuild.output import finish_wheel, one_wheel
 from release.wheelbuild.plan import BuildPlan, Command
 from release.wheelbuild.toolchain import Toolchain
 
@@ -182,16 +182,6 @@ def run_logged(
             f"{' '.join(argv[1:4])} ...\n{tail}\nfull log: {keep}"
         )
     return result.returncode, result.stdout + result.stderr
-
-
-def one_wheel(folder: Path, row: Row, what: str) -> Path:
-    wheels = sorted(folder.glob("*.whl"))
-    if len(wheels) != 1:
-        raise StepFailed(
-            f"row {row.id}: {what} produced {len(wheels)} wheels in {folder} "
-            f"({', '.join(w.name for w in wheels) or 'none'}); expected exactly one"
-        )
-    return wheels[0]
 
 
 def _missing(output: str) -> list[str]:
