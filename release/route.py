@@ -16,10 +16,10 @@ value, and returns a frozen :class:`Route`:
 
 :func:`gather_facts` is the one effect: this machine's CPU and, for each other CPU asked about, whether
 ``binfmt_misc`` hands its programs to qemu-user here, and which emulated CPythons have a recipe. The
-build (:mod:`release.wheelbuild.run`), the release's readiness check (:mod:`release.commands.release`) and
-the emulated smoke read the route; no other module compares CPU names, save the table's reader
-(:func:`release.resources.cpus.is_foreign`, for callers that hold only an arch): tests/unit/test_route_guard.py.
-"""
+build (:mod:`release.wheelbuild.run`) and the release's check of what this machine can build and
+smoke-test (:func:`release.pipeline.buildable_here`) read the route; no other module compares CPU
+names, save the table's reader (:func:`release.resources.cpus.is_foreign`, for callers that hold only an
+arch: the emulated smoke's interpreter, the C++ consumer's target); tests/unit/test_route_guard.py."""
 
 from __future__ import annotations
 
