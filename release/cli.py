@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import NoReturn
@@ -17,7 +18,7 @@ from typing import NoReturn
 from release import early
 from release.commands import COMMANDS
 from release.core import log
-from release.core.errors import WheelwrightError
+from release.core.errors import InputError, WheelwrightError
 from release.run_lock import LOCKED_COMMANDS, add_wait_option, command_lock
 
 
@@ -50,10 +51,40 @@ def build_parser() -> argparse.ArgumentParser:
         importlib.import_module(f"release.commands.{name}").add_parser(sub)
     _add_verbosity(parser, default=log.NORMAL)
     for name, command in sub.choices.items():
+        command.description = plain(command.description)  # a module docstring's reST, as a reader sees it
         _add_verbosity(command, default=argparse.SUPPRESS)
         if name in LOCKED_COMMANDS:
             add_wait_option(command)
     return parser
+
+
+def plain(text: str | None) -> str | None:
+    """reST markup of a docstring made plain for ``--help``: ``x`` and :func:`x` read as x (pure)."""
+    if text is None:
+        return None
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    return re.sub(r"``([^`]+)``", r"\1", text)
+
+
+FLAGS = ("0", "1", "true", "false", "yes", "no", "on", "off")
+
+
+def environment_problem(env: Mapping[str, str]) -> str | None:
+    """A ``WHEELWRIGHT_*`` variable whose value no command can take, named with the values it takes
+    (pure; the numeric ones are checked, naming themselves, where they are read)."""
+    from release.resources.cpus import cpus
+
+    arch = env.get("WHEELWRIGHT_ARCH")
+    if arch and arch != "all" and arch not in cpus().names:
+        return f"WHEELWRIGHT_ARCH={arch!r}: give a CPU arch ({', '.join(cpus().names)}) or all, or unset it"
+    value = env.get("WHEELWRIGHT_CPP_CACHE")
+    if value is not None and value.strip().lower() not in (*FLAGS, ""):
+        return f"WHEELWRIGHT_CPP_CACHE={value!r}: give 1 or 0 (or true/false, yes/no, on/off), or unset it"
+    for name in ("WHEELWRIGHT_KEEP_TMP", "WHEELWRIGHT_KEEP_AUDIT_DIR"):  # read as "1" or not
+        value = env.get(name)
+        if value is not None and value not in ("0", "1", ""):
+            return f"{name}={value!r}: give 1 (keep) or 0, or unset it"
+    return None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -99,6 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _usage_error_json(given)
         raise
     log.configure(level=args.level)
+    problem = environment_problem(os.environ)
+    if problem is not None:
+        log.warn(f"error: {problem}")
+        return InputError.return_code
     try:
         with command_lock(args):  # the whole run holds dist/'s lock (release.run_lock)
             code: int = args.func(args)

@@ -41,9 +41,13 @@ def add_wait_option(p: argparse.ArgumentParser) -> None:
 
 
 def locked_dist(args: argparse.Namespace) -> Path | None:
-    """The dist/ folder the command's run holds, or None when it touches none (pure)."""
+    """The dist/ folder the command's run holds, or None when it touches none, or when its policy file
+    is not there (the command refuses before any step; a lock file would be left in a foreign folder)."""
     command = getattr(args, "command", None)
     if command not in LOCKED_COMMANDS or not hasattr(args, "dist") or getattr(args, "dry_run", False):
+        return None
+    policy = getattr(args, "policy", None) or os.environ.get("WHEELWRIGHT_POLICY") or "rows.toml"
+    if not Path(policy).is_file():  # no policy: the command stops at once, and leaves no lock behind
         return None
     dist = Path(args.dist)
     if command == "audit":  # wheel files audited as they are, outside dist/: nothing of a release

@@ -5,7 +5,7 @@ claims (:func:`release.records.row_matches_wheel`). A file is audited as it is (
 party's wheel has no build record); a ROW argument means that row's wheel in ``--dist``,
 and its build record must match it (the record chain, exit 1 when it does not). Exit codes: 0 every wheel
 passed, 1 some wheel has failing findings, 2 bad input (unreadable wheel, unknown
-row, malformed arch list); with ``--json`` every error, the command's own too (a missing
+row, malformed arch list), 3 a tool missing (gcc/g++ for the C++ consumer check); with ``--json`` every error, the command's own too (a missing
 policy, a claim that does not parse), is in the document's ``errors`` as well as on stderr.
 Wheel files with no claim and no rows.toml in this folder, and another project's wheel files
 under the rows.toml of this folder (its distribution name is not the policy's project), are
@@ -57,7 +57,8 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
         help="audit wheels: a wheel ships only if it matches the row it claims",
         description="Audit wheels against their rows: device code per library and per translation "
         "unit, declared CUDA packages, RPATH/RUNPATH, RECORD, platform tag (auditwheel), C++ SDK. "
-        "Exit 0 all passed, 1 findings, 2 bad input.",
+        "Exit 0 all passed, 1 findings, 2 bad input, 3 a tool missing (gcc/g++ for cpp_consumer: --checks "
+        "runs the others).",
     )
     p.add_argument(  # "*": a missing WHEEL is the command's InputError, in the JSON document too
         "wheels",

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
             Path(args.output).write_text(text + "\n", encoding="utf-8")
         except OSError as exc:
             raise InputError(f"--output {args.output}: cannot write: {exc.strerror}") from None
-        log.info(f"wrote the matrix of {len(rows)} rows to {args.output}")
+        log.info(f"wrote the matrix of {len(rows)} row{'' if len(rows) == 1 else 's'} to {args.output}")
     else:
         print(text)
     return 0

@@ -14,6 +14,7 @@ from typing import Any
 
 from release.core import log
 from release.core.errors import ToolError
+from release.policy.load import DEFAULT_POLICY, default_policy
 
 __all__ = ["add_parser", "offered_versions", "run"]
 
@@ -36,7 +37,11 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
         "toolchain pins a [train] for it would take. Exit 0 with a notice; the policy is never changed "
         "(docs/adding-a-train.md). Exit 3 when pip reaches no index that serves the toolchain.",
     )
-    p.add_argument("--policy", default="rows.toml", help="policy file (default: %(default)s)")
+    p.add_argument(
+        "--policy",
+        default=default_policy(os.environ),
+        help=f"policy file (default: $WHEELWRIGHT_POLICY, else {DEFAULT_POLICY}; here: %(default)s)",
+    )
     p.add_argument("--check", action="store_true", help="compare the trains with pip's index")
     p.set_defaults(func=run)
     return p

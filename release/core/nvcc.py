@@ -20,19 +20,30 @@ from typing import Any
 from release.core import proc
 from release.core.errors import StepFailed, ToolError
 
-__all__ = ["MANIFEST", "dryrun", "read_manifest"]
+__all__ = ["MANIFEST", "USER_FLAGS", "dryrun", "read_manifest"]
 
 MANIFEST = "wheelwright-toolchain.json"
 MANIFEST_CAP = 64 * 1024  # bytes read of a manifest: wheelwright writes a few hundred
 
 
+# the shell's own nvcc flags: a build replaces them (release.wheelbuild.environment); a probe of where
+# nvcc lives must not stop at one nvcc cannot take with -E (it then named the wrong toolkit home)
+USER_FLAGS = ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS")
+
+
 def dryrun(nvcc: str | Path, env: Mapping[str, str]) -> str:
-    """``nvcc --dryrun -E -x cu`` on an empty file: its output (stdout and stderr), "" when it cannot run."""
+    """``nvcc --dryrun -E -x cu`` on an empty file: its output (stdout and stderr), "" when it cannot run.
+    ``env`` less :data:`USER_FLAGS`: nvcc's home and include folders do not depend on them."""
+    probe_env = {k: v for k, v in env.items() if k not in USER_FLAGS}
     with tempfile.TemporaryDirectory(prefix="wheelwright-nvcc-") as tmp:
         (Path(tmp) / "probe.cu").write_text("", encoding="utf-8")
         with contextlib.suppress(ToolError, StepFailed):
             ran = proc.run(
-                [nvcc, "--dryrun", "-E", "-x", "cu", "probe.cu"], env=env, check=False, timeout=60, cwd=tmp
+                [nvcc, "--dryrun", "-E", "-x", "cu", "probe.cu"],
+                env=probe_env,
+                check=False,
+                timeout=60,
+                cwd=tmp,
             )
             return ran.stdout + ran.stderr
     return ""

@@ -27,3 +27,26 @@ def test_the_dry_run_names_nvccs_home_or_nothing(tmp_path: Path) -> None:
     if found is None:
         pytest.fail("this machine's nvcc is on PATH (the README's setup); none was found")
     assert "_HERE_=" in nvcc.dryrun(found, {"PATH": f"{Path(found).parent}:/usr/bin:/bin"})
+
+
+def test_the_shells_nvcc_flags_do_not_hide_nvccs_home() -> None:
+    """Issue 33 item 6: NVCC_APPEND_FLAGS with a flag nvcc refuses with -E made the dry run print no
+    _HERE_, and the toolchain's home was guessed from the wrapper's folder ("point CUDA_HOME at ...")."""
+    found = shutil.which("nvcc")
+    if found is None:
+        pytest.fail("this machine's nvcc is on PATH (the README's setup); none was found")
+    env = {"PATH": f"{Path(found).parent}:/usr/bin:/bin"}
+    for name in nvcc.USER_FLAGS:
+        assert "_HERE_=" in nvcc.dryrun(found, {**env, name: "-not-an-nvcc-flag"}), name
+
+
+def test_a_build_finds_the_host_toolkit_whatever_the_shells_nvcc_flags() -> None:
+    from release.wheelbuild.toolchain import probe_nvcc
+
+    found = shutil.which("nvcc")
+    if found is None:
+        pytest.fail("this machine's nvcc is on PATH (the README's setup); none was found")
+    env = {"PATH": f"{Path(found).parent}:/usr/bin:/bin"}
+    plain = probe_nvcc(Path(found), env)
+    flagged = probe_nvcc(Path(found), {**env, "NVCC_APPEND_FLAGS": "-not-an-nvcc-flag"})
+    assert plain.cuda_home is not None and flagged.cuda_home == plain.cuda_home
