@@ -87,6 +87,7 @@ class DependencyCoverage:
     taken: tuple[Arch, ...]
     carried: tuple[tuple[str, tuple[str, ...]], ...]  # per library: its targets
     taken_coverage: RowCoverage | None = None  # mode "take": the row's coverage with the taken list
+    jetson: tuple[tuple[Gpu, str], ...] = ()  # per Tegra GPU the row reaches: the seed's Jetson answer
 
     @property
     def failed(self) -> bool:
@@ -122,6 +123,7 @@ class DependencyCoverage:
             "taken": self.taken_text if self.mode == "take" else None,
             "carried": {path: list(targets) for path, targets in self.carried},
             "failed": self.failed,
+            "jetson": [{"gpu": g.name, "cc": g.cc, "verdict": v} for g, v in self.jetson],
         }
 
 
@@ -148,6 +150,20 @@ def compare(
     taken = taken_list(code, archs)
     taken_cov = row_coverage(row.row_id, row.cpu, row.train, taken) if mode == "take" and taken else None
     carried = tuple((lib.path, carried_targets(lib)) for lib in readable)
+    jetson = tuple((gpu, _jetson(code, gpu, dep, mine)) for gpu, dep, mine in support if gpu.tegra)
     return DependencyCoverage(
-        code.package, code.wheel, mode, tuple(support), lost, tuple(dead), disjoint, taken, carried, taken_cov
-    )
+        code.package, code.wheel, mode, tuple(support), lost, tuple(dead), disjoint, taken, carried, taken_cov,
+        jetson,
+    )  # fmt: skip
+
+
+def _jetson(code: DependencyCode, gpu: Gpu, dep: Support, mine: str) -> str:
+    """The seed's Jetson answer, per Tegra GPU: a row for it only where the dependency has code for it."""
+    who = f"{code.package} {code.version}"
+    if dep != "none" and mine != "none":
+        return f"served: {who} and the row both run on it"
+    if dep != "none":
+        return f"lost: {who} runs on it ({dep}); add {gpu.cc} to the row's list"
+    if mine != "none":
+        return f"dead: {who} has no device code for {gpu.cc}; the row's code for it never runs beside {code.package}"
+    return f"no row for it: {who} has no device code for {gpu.cc}: a wheel for it would install and then fail"

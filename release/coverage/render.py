@@ -88,6 +88,7 @@ def render_dependencies(rows: Sequence[RowReport]) -> list[str]:
             out.append(f"    dead (claimed, no GPU the dependency serves): {_gpus(d.dead)}")
             if d.disjoint:
                 out.append(f"    the row serves no GPU {d.package} serves")
+            out += [f"    Jetson: {g.name} ({g.cc}): {verdict}" for g, verdict in d.jetson]
             if d.mode == "take":
                 out.append(f"    taken: gpu_archs {d.taken_text} (instead of {r.row.archs})")
     return out

@@ -240,6 +240,22 @@ TWIN_PINS: tuple[Pin, ...] = (
 )
 
 
+# torch 2.14.1 for aarch64 (CPython 3.11, 454 MB), the GPU dependency `coverage` reads for an aarch64 row
+# (tests/integration/test_coverage_torch.py). Apart from AARCH64_PINS, whose every pin has an audit verdict.
+TORCH_AARCH64 = _pin(
+    "torch-2.14.1-cp311-cp311-manylinux_2_28_aarch64.whl",
+    "ef1276fd07adb8d463ac402a24ea7482e45c9a42df8ebdac211aa757779200ba",
+)
+
+
+def real_torch_aarch64() -> Path:
+    """The pinned aarch64 torch wheel, or the test fails saying why."""
+    try:
+        return fetch(TORCH_AARCH64)
+    except FetchError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
 def real_aarch64_wheel(key: str) -> Path:
     """The pinned aarch64 wheel ``key`` (``nvidia_curand``), or the test fails saying why."""
     try:

@@ -3,9 +3,10 @@ tests/helpers/real_wheels.py): the device code coverage reports for each torch l
 listing of it, torchsaxpy's row gains and loses no GPU against torch, and a policy whose row omits 7.5
 fails ``plan`` when its dependency says ``gpu_coverage = "fail"`` (and passes with ``"report"``).
 
-Not here: torch 2.14.1 for aarch64. The machine's wheel sources hold only the x86_64 wheel (the aarch64
-pins are NVIDIA's library wheels), so the aarch64 rows are compared with synthetic libraries only
-(tests/unit/test_coverage.py).
+With torch 2.14.1 for aarch64 (``TORCH_AARCH64``, 454 MB): torchsaxpy's policy given an aarch64 row with the
+repository's aarch64 CUDA 13 list (9.0;10.0;11.0+PTX) loses A100, A10/RTX 30 and L4/RTX 40 against torch
+(SASS 8.0 there), and a Jetson row (8.7;11.0+PTX) gets the seed's answer automated: Thor served (torch
+carries sm_110), Orin not (torch carries nothing for 8.7: its 8.7 is dead code, no row for it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 from helpers.proc import python_m
-from helpers.real_wheels import real_wheel
+from helpers.real_wheels import real_torch_aarch64, real_wheel
 
 from release.binary.cuobjdump import ensure_cuobjdump, list_device_code
 from release.core.machine import default_cache_dir
@@ -40,9 +41,9 @@ LIBRARIES = (
 @pytest.fixture(scope="module")
 def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder holding only the pinned torch wheel (a link to the cached file)."""
-    torch = real_wheel("torch")
     folder = tmp_path_factory.mktemp("wheelhouse")
-    (folder / torch.name).symlink_to(torch)
+    for torch in (real_wheel("torch"), real_torch_aarch64()):
+        (folder / torch.name).symlink_to(torch)
     return folder
 
 
@@ -146,3 +147,54 @@ def test_fail_without_the_wheel_fails_closed(tmp_path: Path) -> None:
         "gpu_coverage = 'fail': cannot compare: no wheel of torch for x86_64, Python 3.11, cu130"
         in done.stderr
     )
+
+
+def _arm_policy(tmp_path: Path, archs: str, mode: str = "report") -> Path:
+    """torchsaxpy's policy with an aarch64 row of CUDA 13.0 (PyTorch's aarch64 builder image)."""
+    text = POLICY.read_text(encoding="utf-8").replace(
+        'path = "."', f'path = "{os.path.relpath(POLICY.parent, tmp_path)}"'
+    )
+    text = text.replace('platforms = ["x86_64"]', 'platforms = ["x86_64", "aarch64"]')
+    text = text.replace(
+        'builder_image = { x86_64 = "pytorch/manylinux2_28-builder:cuda13.0" }',
+        'builder_image = { x86_64 = "pytorch/manylinux2_28-builder:cuda13.0", '
+        'aarch64 = "pytorch/manylinuxaarch64-builder:cuda13.0" }\n'
+        f"gpu_archs.aarch64 = {archs}",
+    )
+    text = text.replace('package = "torch"', f'package = "torch"\ngpu_coverage = "{mode}"')
+    path = tmp_path / f"arm-{mode}.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _arm_row(tmp_path: Path, wheelhouse: Path, archs: str, mode: str = "report") -> dict[str, Any]:
+    done = python_m("release", "coverage", "--policy", str(_arm_policy(tmp_path, archs, mode)), "cu130-py311-aarch64",
+                    "--wheelhouse", str(wheelhouse), "--json", cwd=ROOT, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)["rows"]
+    (torch,) = row["dependencies"]
+    assert torch["wheel"] == real_torch_aarch64().name
+    return dict(torch)
+
+
+def test_an_arm_row_against_torch_for_arm(wheelhouse: Path, tmp_path: Path) -> None:
+    torch = _arm_row(tmp_path, wheelhouse, '["9.0", "10.0", "11.0+PTX"]')
+    assert torch["dependency_gpu_archs"] == "8.0;9.0;10.0;11.0;12.0+PTX"
+    assert torch["carried"]["torch/lib/libtorch_cuda.so"] == [
+        "sm_80", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_103f", "sm_110", "sm_110a", "sm_120", "sm_120a", "sm_121a",
+    ]  # fmt: skip
+    # loses: the discrete Ampere and Ada GPUs of arm servers, which torch runs on from its sm_80
+    assert torch["lost"] == ["A100 (8.0)", "A10 / RTX 30 (8.6)", "L4 / RTX 40 (8.9)"] and torch["dead"] == []
+    gpus = {g["gpu"]: (g["dependency"], g["row"]) for g in torch["gpus"]}
+    assert gpus["Jetson Thor"] == ("native", "native") and gpus["Jetson Orin"] == ("none", "none")
+    assert gpus["RTX 50 / RTX PRO"] == ("native", "ptx-jit") and gpus["GH200"] == ("native", "native")
+
+
+def test_the_seeds_jetson_answer_automated(wheelhouse: Path, tmp_path: Path) -> None:
+    """A Jetson row asks for Orin (8.7) and Thor (11.0): torch serves Thor, has nothing for Orin."""
+    torch = _arm_row(tmp_path, wheelhouse, '["8.7", "11.0+PTX"]', "take")
+    verdicts = {j["gpu"]: j["verdict"] for j in torch["jetson"]}
+    assert verdicts["Jetson Thor"] == "served: torch 2.14.1 and the row both run on it"
+    assert verdicts["Jetson Orin"].startswith("dead: torch 2.14.1 has no device code for 8.7")
+    assert torch["dead"] == []  # not dead code as a list: sm_87 also runs on an L4 (8.9), which torch serves
+    assert torch["taken"] == "8.0;9.0;10.0;11.0;12.0+PTX"  # filled in for Thor, nothing for Orin
