@@ -62,7 +62,7 @@ def report(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[
 
 def _row(report: dict[str, Any]) -> dict[str, Any]:
     (row,) = [r for r in report["rows"] if r["row"] == ROW]
-    return row
+    return dict(row)
 
 
 def test_torchsaxpy_gains_and_loses_no_gpu_against_torch(report: tuple[dict[str, Any], float]) -> None:

@@ -90,19 +90,16 @@ def test_the_row_platform_tag_decides_over_the_wheels_own() -> None:
 def test_the_desktop_rule_is_the_policys() -> None:
     """cuda_gpus keeps the desktop rule beside the Tegra one (archs imports the table, so the table cannot
     import archs): the two say the same for every capability and variant."""
-    from release.policy.archs import ptx_runs_on, sass_runs_on
+    from release.policy.archs import Variant, ptx_runs_on, sass_runs_on
     from release.resources import cuda_gpus
 
+    variants: tuple[Variant, ...] = ("", "a", "f")
     caps = [m * 10 + n for m, n in facts().capabilities]
     for arch in caps:
-        for variant in ("", "a", "f"):
+        for variant in variants:
             for major, minor in facts().capabilities:
-                assert cuda_gpus.desktop_sass_runs_on(arch, variant, major, minor) == sass_runs_on(
-                    arch,
-                    variant,
-                    major,
-                    minor,  # type: ignore[arg-type]
-                )
+                ours = cuda_gpus.desktop_sass_runs_on(arch, variant, major, minor)
+                assert ours == sass_runs_on(arch, variant, major, minor)
                 assert cuda_gpus.ptx_runs_on(arch, variant, major, minor) == ptx_runs_on(
                     arch, variant, major, minor
-                )  # type: ignore[arg-type]
+                )
