@@ -95,6 +95,8 @@ def render_dependencies(rows: Sequence[RowReport]) -> list[str]:
 
 
 def render(report: CoverageReport) -> str:
+    if not report.rows:
+        return "no CUDA row selected: a CPU wheel runs on no GPU, so there is nothing to cover"
     lines = render_grid(report.rows) + render_dependencies(report.rows)
     if report.seconds:
         read = ", ".join(f"{name} {s:.1f} s" for name, s in report.seconds.items())

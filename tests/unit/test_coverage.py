@@ -134,3 +134,12 @@ def test_gpu_coverage_takes_exact_spellings(tmp_path: Path) -> None:
         InputError, match=r"dependency\[0\]\.gpu_coverage: 'fial' is not allowed; did you mean 'fail'"
     ):
         load_policy(bad)
+
+
+def test_a_selection_without_cuda_rows_says_so() -> None:
+    from release.coverage.render import render
+
+    assert (
+        render(CoverageReport(()))
+        == "no CUDA row selected: a CPU wheel runs on no GPU, so there is nothing to cover"
+    )
