@@ -17,12 +17,13 @@ from release.core.errors import CheckFailed, InputError
 from release.coverage.compare import DependencyCoverage, GpuCoverageMode, compare
 from release.coverage.dependency import DependencyCode, Wanted, cache_folder, download, find_wheel, read
 from release.coverage.predict import RowCoverage, row_coverage
+from release.policy.archs import Arch
 
 if TYPE_CHECKING:
     from release.policy.matrix import Row
     from release.policy.model import Policy
 
-__all__ = ["COVERAGE_JSON_VERSION", "CoverageReport", "RowReport", "cover"]
+__all__ = ["COVERAGE_JSON_VERSION", "CoverageReport", "RowReport", "cover", "with_taken_lists"]
 
 COVERAGE_JSON_VERSION = 1
 
@@ -140,3 +141,23 @@ def cover(
             deps.append(compare(cov, row.gpu_archs, code, mode))
         out.append(RowReport(cov, tuple(deps), tuple(not_read)))
     return CoverageReport(tuple(out), seconds)
+
+
+def with_taken_lists(rows: Sequence[Row], report: CoverageReport) -> tuple[Row, ...]:
+    """``rows`` with each row whose dependency says ``gpu_coverage = "take"`` given that dependency's list
+    (pure): what a build of the row compiles for, and what its build record then holds. A row with two
+    ``take`` dependencies whose lists differ is refused (InputError): which one to build is the policy's
+    choice, not wheelwright's."""
+    from dataclasses import replace
+
+    taken: dict[str, tuple[Arch, ...]] = {}
+    for r in report.rows:
+        lists = {d.taken for d in r.dependencies if d.mode == "take" and d.taken}
+        if len(lists) > 1:
+            shown = "; ".join(sorted(";".join(str(a) for a in t) for t in lists))
+            raise InputError(
+                f"row {r.row.row_id}: two gpu_coverage = 'take' dependencies give different lists: {shown}"
+            )
+        if lists:
+            taken[r.row.row_id] = lists.pop()
+    return tuple(replace(row, gpu_archs=taken[row.id]) if row.id in taken else row for row in rows)

@@ -143,3 +143,25 @@ def test_a_selection_without_cuda_rows_says_so() -> None:
         render(CoverageReport(()))
         == "no CUDA row selected: a CPU wheel runs on no GPU, so there is nothing to cover"
     )
+
+
+def test_take_gives_the_row_the_dependencys_list_for_its_build() -> None:
+    from dataclasses import replace
+
+    from release.coverage.run import with_taken_lists
+    from release.policy.matrix import expand
+
+    here = ROOT / "examples" / "torchsaxpy" / "rows.toml"
+    policy = load_policy(here)
+    (row,) = [r for r in expand(policy) if r.is_cuda]
+    archs = parse_arch_list("9.0+PTX")
+    row = replace(row, gpu_archs=archs)
+    cov = row_coverage(row.id, row.platform, row.train, archs)
+    took = compare(cov, archs, TORCHISH, "take")
+    (built,) = with_taken_lists((row,), CoverageReport((RowReport(cov, (took,)),)))
+    assert ";".join(str(a) for a in built.gpu_archs) == "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+    reported = compare(cov, archs, TORCHISH, "report")
+    assert with_taken_lists((row,), CoverageReport((RowReport(cov, (reported,)),))) == (row,)
+    other = compare(cov, archs, code(lib("torch/lib/libtorch_cuda.so", fatbin("sm_90"))), "take")
+    with pytest.raises(InputError, match="two gpu_coverage = 'take' dependencies give different lists"):
+        with_taken_lists((row,), CoverageReport((RowReport(cov, (took, other)),)))
