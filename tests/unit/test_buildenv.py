@@ -29,6 +29,7 @@ from release.policy.load import load_policy
 from release.policy.matrix import CPU_IMAGE, Row, expand
 from release.resources import cuda
 from release.resources.cuda import is_cuda_library
+from release.wheelbuild.backends import Backend
 from release.wheelbuild.environment import (
     CPU_CMAKE_ARGS,
     CUDA_ENV_VARS,
@@ -57,7 +58,7 @@ from release.wheelbuild.host.isolated import (
     unpinned,
     unresolvable_message,
 )
-from release.wheelbuild.plan import Backend, BuildPlan, build_plan
+from release.wheelbuild.plan import BuildPlan, build_plan
 from release.wheelbuild.repair.auditwheel import repair_argv, repair_excludes
 from release.wheelbuild.toolchain import Toolchain
 
