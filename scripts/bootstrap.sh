@@ -15,7 +15,9 @@ fi
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   echo "==> installing wheelwright and pinned tools into .venv" >&2
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev]'
+  # setuptools' "Editable installation ... folders with the same name as your package" notice is for
+  # every flat-layout editable install, this one's too: a newcomer read it as something gone wrong
+  PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install -q -e '.[dev]'
   touch "$stamp"
 fi
 echo "==> .venv ready: $(.venv/bin/python --version), nox $(.venv/bin/nox --version 2>&1)" >&2
