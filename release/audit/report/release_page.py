@@ -1,5 +1,7 @@
 """The release page, ``dist/audit.html``: the answer first, every wheel's report folded below.
 
+0. *The run* (when the caller gives it): the terminal's summary, each row built, audited,
+   smoke-tested, published, or left out and why, with the commit and the date.
 1. *Where each wheel runs*: one grid, the CUDA wheels (one row per wheel and row id) by the GPUs of
    their GPU table (``release/resources/cuda.toml``'s named GPUs), each cell the per-wheel table's
    ``wheel`` column (:func:`release.audit.report.render.gpu_table_rows`: native, ptx-jit, partial,
@@ -189,12 +191,42 @@ def _folded(index: int, result: AuditResult) -> str:
     )
 
 
-def render_release_html(results: Sequence[AuditResult], *, title: str = "Release audit") -> str:
-    """The whole page: the grid, the failing checks, then each wheel's report folded."""
+def _summary(summary: str | None, commit: str | None, date: str | None) -> str:
+    """The page's opening: the terminal's summary of the run (each row built, audited, smoke-tested,
+    published, or left out and why), as the terminal printed it, with the commit and the date."""
+    if summary is None and commit is None and date is None:
+        return ""
+    made = ", ".join(
+        part
+        for part in (f"commit <code>{escape(commit)}</code>" if commit else "", escape(date or ""))
+        if part
+    )
+    out = ['<section id="summary">', "<h2>The run</h2>"]
+    if made:
+        out.append(f'<p class="made">{made}</p>')
+    if summary:
+        out.append(f'<pre class="summary">{escape(summary)}</pre>')
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def render_release_html(
+    results: Sequence[AuditResult],
+    *,
+    title: str = "Release audit",
+    summary: str | None = None,
+    commit: str | None = None,
+    date: str | None = None,
+) -> str:
+    """The whole page: the run's summary with its commit and date (when given: the terminal's text,
+    :func:`release.summary.render_summary` and the rows left out), the grid, the failing checks,
+    then each wheel's report folded."""
     indexed = list(enumerate(results))
+    opening = _summary(summary, commit, date)
     if not indexed:
-        return page(title, "<p>No wheel was audited.</p>", extra_style=_STYLE)
+        return page(title, opening + "<p>No wheel was audited.</p>", extra_style=_STYLE)
     body = [
+        opening,
         _overview(indexed),
         _failures(indexed),
         '<section id="reports">',
