@@ -77,7 +77,9 @@ HOW: dict[str, Need] = {
     "plan --json": Need("runs", expect='"id": "cu130-py312-x86_64"'),
     "plan --pr --json": Need("runs", expect='"policy": "rows.toml"'),
     "plan --policy yourpkg/rows.toml": Need("runs", expect="3 rows: 2 CUDA, 1 CPU"),
-    "coverage": Need("runs", expect="n/a Jetson Orin (8.7): no JetPack for it runs the generic aarch64 (SBSA) CUDA 12"),
+    "coverage": Need(
+        "runs", expect="n/a Jetson Orin (8.7): no JetPack for it runs the generic aarch64 (SBSA) CUDA 12"
+    ),
     "trains": Need("runs", expect="CUDA 13.0 (cu130): nvidia-cuda-nvcc=="),
     "channels": Need("runs", expect="routes no dependency to a channel ([[dependency]]); nothing to check"),
     "build cu130-py312-x86_64 --dry-run --backend host": Need(
@@ -93,6 +95,13 @@ HOW: dict[str, Need] = {
         cwd="empty",
         exit=1,
         expect="claims GPU architectures ['80', '90', '120'] but only carries device code for ['80', '90']",
+    ),
+    # README's first screen: anyone's wheel, the GPUs it must run on
+    "audit their.whl --runs-on 8.0,9.0": Need(
+        "runs",
+        argv=f"audit {GOOD} --runs-on 8.0,9.0",
+        cwd="empty",
+        expect="every library runs on ['A100', 'H100 / H200'] (--runs-on)",
     ),
     "audit their.whl --runs-on 8.0,9.0 --driver 13.0": Need(
         "runs",
@@ -263,7 +272,7 @@ def _documented() -> list[Documented]:
     matches = {
         doc.name: [
             (number, m["args"])
-            for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1)
+            for number, line in _PARSE.logical_lines(doc.read_text(encoding="utf-8"))
             for m in pattern.finditer(line)
         ]
         for doc in docs

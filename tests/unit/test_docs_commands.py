@@ -26,10 +26,28 @@ PLACEHOLDER = re.compile(
 )
 
 
-def _commands() -> list[tuple[str, str]]:
+def logical_lines(text: str) -> list[tuple[int, str]]:
+    """A doc's lines as a shell reads them, each with the number of its first line: a line ending in a
+    backslash goes on with the next (a wrapped command is one command, all its options kept)."""
+    out: list[tuple[int, str]] = []
+    pending: tuple[int, str] | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if pending is not None:
+            number, line = pending[0], pending[1] + " " + line.lstrip()
+            pending = None
+        if line.endswith("\\"):
+            pending = (number, line[:-1].rstrip())
+            continue
+        out.append((number, line))
+    if pending is not None:
+        out.append(pending)
+    return out
+
+
+def _commands(docs: list[Path] = DOCS) -> list[tuple[str, str]]:
     found = []
-    for doc in DOCS:
-        for line in doc.read_text(encoding="utf-8").splitlines():
+    for doc in docs:
+        for _number, line in logical_lines(doc.read_text(encoding="utf-8")):
             for match in COMMAND.finditer(line):
                 args = match["args"].split(" #")[0].split(")")[0].strip().rstrip(".,;:")
                 if not args or PLACEHOLDER.search(args):
@@ -43,6 +61,18 @@ COMMANDS = _commands()
 
 def test_most_documented_commands_are_checked() -> None:
     assert len(COMMANDS) >= 30, COMMANDS
+
+
+def test_a_wrapped_command_is_read_whole(tmp_path: Path) -> None:
+    """Issue 33: a command continued with a backslash was read up to the backslash, its options lost."""
+    doc = tmp_path / "wrapped.md"
+    doc.write_text(
+        "```bash\npython -m release audit x.whl \\\n    --runs-on 8.0 \\\n    --driver 13.0\n```\n"
+        "then python -m release plan\n",
+        encoding="utf-8",
+    )
+    assert [args for _, args in _commands([doc])] == ["audit x.whl --runs-on 8.0 --driver 13.0", "plan"]
+    assert [n for n, _ in logical_lines(doc.read_text())] == [1, 2, 5, 6]
 
 
 def test_a_wrong_command_line_fails_the_check() -> None:

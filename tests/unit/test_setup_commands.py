@@ -13,22 +13,38 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def readme_commands() -> dict[int, str]:
-    """The numbered commands of README.md's first code block: ``# N. ...`` comments, each
-    followed by its one command line."""
+def readme_commands(*, first_block_only: bool = False) -> dict[int, str]:
+    """The numbered commands of README.md's ```bash code blocks (the first one alone, if asked):
+    ``# N. ...`` comments, each followed by its one command line."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"^```bash\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
-    assert block, "README.md has no ```bash code block"
+    blocks = re.findall(r"^```bash\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
+    assert blocks, "README.md has no ```bash code block"
     commands: dict[int, str] = {}
-    number = 0
-    for line in block[1].splitlines():
-        heading = re.match(r"# (\d+)\. ", line)
-        if heading:
-            number = int(heading[1])
-        elif line.strip() and not line.startswith("#"):
-            assert number and number not in commands, f"a second command line under # {number}: {line!r}"
-            commands[number] = line
+    for block in blocks[:1] if first_block_only else blocks:
+        number = 0
+        for line in block.splitlines():
+            heading = re.match(r"# (\d+)\. ", line)
+            if heading:
+                number = int(heading[1])
+            elif line.strip() and not line.startswith("#"):
+                assert number and number not in commands, f"a second command line under # {number}: {line!r}"
+                commands[number] = line
     return commands
+
+
+def test_readmes_first_screen_is_for_users() -> None:
+    """Issue 33 item 5: what wheelwright does, command 1 (and the tests' command 2), then the page to
+    open; the developer's commands (3, 4) and the tiers' costs under "Developing wheelwright"."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert sorted(readme_commands(first_block_only=True)) == [1, 2]
+    first_screen = text[: text.index("## ")]
+    assert "open **`dist/audit.html`**" in first_screen
+    assert first_screen.index("wheelwright releases") < first_screen.index("```bash")
+    developing = text[text.index("## Developing wheelwright") :]
+    assert "# 3. " in developing and "# 4. " in developing
+    assert "unit tests" not in first_screen and not re.search(
+        r"\d+ (min|s)\b", first_screen.split("```bash")[0]
+    )
 
 
 def ci_run_lines() -> list[str]:
