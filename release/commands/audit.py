@@ -141,7 +141,8 @@ def _row(rows: tuple[Row, ...], row_id: str, policy: Policy) -> Row:
         if row.id == row_id:
             return row
     close = difflib.get_close_matches(row_id, [r.id for r in rows], n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else "; `python -m release plan` lists the row ids"
+    plan = "python -m release plan" + (f" --policy {policy.path}" if policy.path != DEFAULT_POLICY else "")
+    hint = f"; did you mean {close[0]!r}?" if close else f"; `{plan}` lists the row ids"
     raise InputError(f"{policy.path} has no row {row_id!r}{hint}")
 
 

@@ -124,3 +124,14 @@ def test_smoke_of_a_wheel_audited_standalone_names_the_rows_audit(built: Path, t
     assert ran.returncode == 0, ran.stdout + ran.stderr
     again = release("smoke", ROW, "--wheel", str(wheel), "--policy", POLICY)
     assert "refused" not in again.stderr, again.stderr
+
+
+def test_an_unknown_rows_hint_lists_the_users_policys_rows(tmp_path: Path) -> None:
+    wheel = tmp_path / "x-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    refused = release("audit", str(wheel), "--row", "zzz", "--policy", POLICY)
+    assert refused.returncode == 2, refused.stderr
+    (hint,) = printed(refused)
+    assert hint == f"python -m release plan --policy {POLICY}"
+    ran = run_as_printed(hint)
+    assert ran.returncode == 0 and ROW in ran.stdout, ran.stdout + ran.stderr
