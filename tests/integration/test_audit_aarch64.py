@@ -144,6 +144,8 @@ def test_no_toolchain_for_the_wheels_architecture_stops_the_audit(tmp_path: Path
     assert error["exit_code"] == 3
     said = error["error"]
     assert "the C++ consumer check cannot run here" in said
-    assert f"{cpus().by_name[OTHER].triplet}-gcc and {cpus().by_name[OTHER].triplet}-g++ are not on PATH" in said
+    assert (
+        f"{cpus().by_name[OTHER].triplet}-gcc and {cpus().by_name[OTHER].triplet}-g++ are not on PATH" in said
+    )
     assert "g++-aarch64-linux-gnu" in said or OTHER != "aarch64"
     assert said in stderr

@@ -39,9 +39,7 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
     pytest.mark.network,
-    pytest.mark.skipif(
-        host_arch() != "x86_64", reason="emulates aarch64 on x86_64 (native runs natively)"
-    ),
+    pytest.mark.skipif(host_arch() != "x86_64", reason="emulates aarch64 on x86_64 (native runs natively)"),
 ]
 
 skip_without_engine("the aarch64 cross build still runs (tests/integration/test_build_aarch64.py)")
