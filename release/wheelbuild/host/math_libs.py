@@ -5,7 +5,7 @@ toolchain and a cross CUDA_HOME do not. Which libraries a project links is what 
 ``[[train."13.0".cuda_packages]]`` names every CUDA package a wheel of the train must declare (the
 contract adds them to METADATA, the audit holds the wheel to exactly that set), so a package there
 whose libraries are CUDA ``toolkit`` libraries (release/resources/cuda.toml: ``nvidia-cublas`` for
-``libcublas.so.13``) is one the build links. One list: the build gets what the wheel declares, and
+the cuBLAS soname) is one the build links. One list: the build gets what the wheel declares, and
 a library the train does not declare is not there to link by mistake.
 
 Its version is the train's exact pin of that package in ``pypi_toolchain``
@@ -13,8 +13,8 @@ Its version is the train's exact pin of that package in ``pypi_toolchain``
 reproducible; an unpinned one stops the build, naming the key.
 
 The package's wheel for the row's CPU (``pip download --platform``) gives ``include/`` (the headers)
-and ``lib/`` (the declared sonames, each with its development link ``libcublas.so`` ->
-``libcublas.so.13``), in one cache folder per CPU and pins. The build reaches it through the search
+and ``lib/`` (the declared sonames, each with its development link: ``lib<name>.so`` ->
+``lib<name>.so.<major>``), in one cache folder per CPU and pins. The build reaches it through the search
 paths compilers and CMake read (:func:`search_paths`); a cross build's CMake toolchain adds it to
 its find-root paths.
 
@@ -43,7 +43,7 @@ from release.policy.model import CudaPackage
 from release.resources import cuda
 
 DOWNLOAD_TIMEOUT_S = 900.0
-MEMBER_CAP = 2 * 1024 * 1024 * 1024  # libcublasLt.so.13 is 630 MB; zipfile stops at the declared size
+MEMBER_CAP = 2 * 1024 * 1024 * 1024  # cuBLAS's largest library is 630 MB; zipfile stops at the declared size
 LAYOUT = 1  # what a math-libs folder holds; a new layout makes new folders
 
 
@@ -89,7 +89,7 @@ def search_paths(folder: Path) -> dict[str, str]:
 
 
 def dev_link_name(soname: str) -> str:
-    """``libcublas.so.13`` -> ``libcublas.so``: the name ``-lcublas`` and find_library look for."""
+    """``lib<name>.so.<major>`` -> ``lib<name>.so``: the name ``-l<name>`` and find_library look for."""
     return soname[: soname.index(".so") + 3]
 
 
