@@ -102,9 +102,7 @@ def cover(
         cov = row_coverage(row.id, row.platform, row.train, row.gpu_archs)
         deps: list[DependencyCoverage] = []
         not_read: list[tuple[str, str]] = []
-        for dep in policy.dependencies:
-            if not dep.applies_to(row.variant, row.platform):
-                continue
+        for dep in policy.dependencies_for(row.variant, row.platform):
             mode = cast(GpuCoverageMode, dep.gpu_coverage)
             if mode == "report" and not read_reported:
                 continue

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from release.resources.cuda import cuda
+from release.resources.cuda_gpus import desktop_sass_runs_on
+from release.resources.cuda_gpus import ptx_runs_on as _ptx_runs_on
 
 Variant = Literal["", "a", "f"]
 
@@ -179,19 +181,13 @@ Support = Literal["native", "ptx-jit", "partial", "none"]
 
 
 def sass_runs_on(cc: int, variant: Variant, gpu_major: int, gpu_minor: int) -> bool:
-    """CUDA's SASS compatibility rule for a cubin built for ``sm_<cc><variant>``."""
-    major, minor = divmod(cc, 10)
-    if variant == "a":
-        return (gpu_major, gpu_minor) == (major, minor)
-    # plain and family ('f') cubins: same major, minor at least the cubin's
-    return gpu_major == major and gpu_minor >= minor
+    """CUDA's SASS rule for a cubin built for ``sm_<cc><variant>`` on a DISCRETE GPU (the one rule, kept in
+    release/resources/cuda_gpus.py). A Tegra GPU (Orin, Thor) runs only its own SASS: ask the GPU's entry
+    (``cuda().gpu(major, minor).runs_sass``) wherever the GPU may be one."""
+    return desktop_sass_runs_on(cc, variant, gpu_major, gpu_minor)
 
 
 def ptx_runs_on(cc: int, variant: Variant, gpu_major: int, gpu_minor: int) -> bool:
-    """PTX for ``compute_<cc>`` JITs on any GPU at least that capability (a/f: its own only)."""
-    major, minor = divmod(cc, 10)
-    if variant == "a":
-        return (gpu_major, gpu_minor) == (major, minor)
-    if variant == "f":
-        return gpu_major == major and gpu_minor >= minor
-    return (gpu_major, gpu_minor) >= (major, minor)
+    """PTX for ``compute_<cc>`` JITs on any GPU at least that capability (a: its own only, f: its family);
+    the one rule, kept in release/resources/cuda_gpus.py."""
+    return _ptx_runs_on(cc, variant, gpu_major, gpu_minor)
