@@ -217,11 +217,14 @@ def test_every_command_of_a_release_holds_dist_for_its_whole_run(
     holder: tuple[subprocess.Popen[str], Path], command: str
 ) -> None:
     # through `python -m release` itself: refused before the command reads anything (the policy
-    # named does not exist: were the lock not taken first, the command would fail on it, exit 2)
+    # named is not a policy: were the lock not taken first, the command would fail on it, exit 2; a
+    # policy file that is not there at all takes no lock, so none is left behind: test_cli_small_ones)
     first, dist = holder
+    broken = dist.parent / "broken.toml"
+    broken.write_text("this is not a policy [", encoding="utf-8")
     extra = ["--rehearsal"] if command == "release" else ["cu130-py312"] if command == "audit" else []
     result = subprocess.run(
-        [sys.executable, "-m", "release", command, *extra, "--policy", str(dist / "missing.toml"),
+        [sys.executable, "-m", "release", command, *extra, "--policy", str(broken),
          "--dist", str(dist), "--wait", "0"],
         capture_output=True, text=True, env=_env(), timeout=120,
     )  # fmt: skip
