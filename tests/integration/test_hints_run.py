@@ -135,3 +135,22 @@ def test_an_unknown_rows_hint_lists_the_users_policys_rows(tmp_path: Path) -> No
     assert hint == f"python -m release plan --policy {POLICY}"
     ran = run_as_printed(hint)
     assert ran.returncode == 0 and ROW in ran.stdout, ran.stdout + ran.stderr
+
+
+def test_a_missing_wheels_nox_hint_builds_it_where_the_step_looks(tmp_path: Path) -> None:
+    """The same refusal's nox form, ``(WHEELWRIGHT_POLICY=P nox -s build-... -- --dist D)``, run as printed."""
+    empty = tmp_path / "noxdist"
+    refused = release("audit", ROW, "--policy", POLICY, "--dist", str(empty))
+    (nox,) = re.findall(r"\((WHEELWRIGHT_[^)]*nox -s [^)]+)\)", refused.stderr)
+    assert nox == f"WHEELWRIGHT_POLICY={POLICY} nox -s build-cpu-py312 -- --dist {empty}"
+    path = f"{Path(sys.executable).parent}:{repo_env()['PATH']}"  # .venv/bin: where the README's nox is
+    ran = subprocess.run(
+        ["bash", "-c", nox],
+        cwd=ROOT,
+        env={**repo_env(), "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert release("audit", ROW, "--policy", POLICY, "--dist", str(empty)).returncode == 0
