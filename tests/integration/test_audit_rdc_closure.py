@@ -133,3 +133,21 @@ def test_a_definition_in_the_needed_closure_counts(pair: dict[str, Path], tmp_pa
     assert not any("cannot be loaded" in m for m in messages), messages
     (libk,) = [lib for lib in result["inventory"] if lib["library"].endswith("/libk.so")]
     assert libk["link_needs"] == [], libk
+
+
+def test_the_gpu_table_says_the_library_cannot_load(pair: dict[str, Path], tmp_path: Path) -> None:
+    proc = python_m(
+        "release",
+        "audit",
+        str(pair["apart"]),
+        "--gpu-archs",
+        "8.0",
+        cwd=tmp_path,
+        env=repo_env(),
+        timeout=300,
+    )
+    table = proc.stdout.split("\nGPU support (", 1)[1].splitlines()
+    header = table[1].split()
+    a100 = next(line for line in table if line.strip().startswith("A100"))
+    assert "libk.so" in header and "cannot load" in a100, table
+    assert "libk.so does not run natively on A100 (8.0)" in proc.stdout

@@ -59,9 +59,17 @@ def gpu_table_rows(result: AuditResult) -> tuple[list[str], list[list[str]]]:
     if not result.gpu_table:
         return [], []
     libs = list(result.gpu_table[0].libraries)
+    # a library the loader cannot load (rdc never device-linked) is said so in its column, not "none"
+    unloadable = {str(i.get("library")) for i in result.inventory if i.get("loads") is False}
     header = ["GPU", "cc", "claimed", *(_short(lib) for lib in libs), "wheel"]
     rows = [
-        [row.name, row.cc, "yes" if row.claimed else "", *(_cell(row, lib) for lib in libs), row.wheel]
+        [
+            row.name,
+            row.cc,
+            "yes" if row.claimed else "",
+            *("cannot load" if lib in unloadable else _cell(row, lib) for lib in libs),
+            row.wheel,
+        ]
         for row in result.gpu_table
     ]
     return header, rows
