@@ -27,6 +27,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from release.audit import link_closure, registry, standalone
 from release.audit.checks import cross_check, device_code, gpus, hygiene, loader
+from release.audit.claim import row_expectation
 from release.audit.cpp import cache as cpp_cache
 from release.audit.cpp import consumer as cpp_consumer
 from release.audit.cpp.early import EarlyCpp, cached_check
@@ -67,7 +68,7 @@ def expectation_for_wheel(path: str | os.PathLike[str], policy: Policy, rows: Se
         and r.platform_tag in platforms
     ]
     if len(matches) == 1:
-        return Expectation.from_row(matches[0])
+        return row_expectation(matches[0])
     if len(matches) > 1:  # pragma: no cover - row ids are unique per (variant, python, platform)
         raise InputError(f"{name}: matches several rows: {', '.join(r.id for r in matches)}; pass --row")
     same_variant = [r.id for r in rows if r.variant == variant]

@@ -48,7 +48,7 @@ from release.audit.model import (
     ok,
 )
 from release.binary.fatbin import Fatbinary
-from release.policy.archs import Arch, Variant, claim_text, ptx_runs_on, sass_runs_on
+from release.policy.archs import Arch, Variant, claim_text
 from release.resources.cuda import cuda
 
 CHECK = "device_code"
@@ -141,9 +141,9 @@ def _missing_message(
     head = f"{lib.name} claims GPU architectures {claimed} but {carried}"
     fails, jit, other = [], [], []
     for cc, v in sorted(missing):
-        major, minor = divmod(cc, 10)
-        runs = [f"sm_{a}{w}" for a, w in sorted(sass) if sass_runs_on(a, _variant(w), major, minor)]
-        jits = [f"compute_{a}{w}" for a, w in sorted(ptx) if ptx_runs_on(a, _variant(w), major, minor)]
+        gpu = cuda().gpu(*divmod(cc, 10))  # its own rule: a Tegra GPU (Orin 8.7) runs only its own SASS
+        runs = [f"sm_{a}{w}" for a, w in sorted(sass) if gpu.runs_sass(a, w)]
+        jits = [f"compute_{a}{w}" for a, w in sorted(ptx) if gpu.runs_ptx(a, w)]
         label = arch_label(cc, v)
         if runs:
             other.append(f"{label} (runs {', '.join(runs)} instead)")
