@@ -87,6 +87,12 @@ def test_a_long_finding_is_folded_and_whole_in_json() -> None:
     n = int(re.search(r"and (\d+) more", folded).group(1))  # type: ignore[union-attr]
     assert n + folded.count("libthing") == 60
     assert fold("short, message, kept") == "short, message, kept"
+    needs = "; ".join(f"_m{i:02}.cpython-312-x86_64-linux-gnu.so needs GLIBCXX_3.4.21" for i in range(30))
+    semicolons = f"auditwheel says linux_x86_64 at best ({needs}, which manylinux2014 does not allow)"
+    folded = fold(semicolons)  # cupy's platform-tag finding: a list joined by '; ', items holding ', '
+    assert (
+        len(folded) < 1000 and "; and " in folded and folded.endswith("which manylinux2014 does not allow)")
+    )
 
 
 def test_a_missing_gcc_names_its_check_and_how_to_run_the_others(tmp_path: Path) -> None:

@@ -23,16 +23,25 @@ _LEGEND = (
 
 def fold(message: str, limit: int = 1000) -> str:
     """A message of ``limit`` characters or more, folded for a terminal: the first items of its list,
-    "and N more", then its last item (the JSON keeps the whole message). Pure."""
-    parts = message.split(", ")
+    "and N more", then its last items (what follows the list: the fix); the JSON keeps it whole. Pure."""
+    sep = max(("; ", ", "), key=message.count)  # the list's separator: the one that splits it most
+    parts = message.split(sep)
     if len(message) < limit or len(parts) < 3:
         return message
     head: list[str] = []
-    while len(", ".join(head)) < limit * 0.6 and len(head) < len(parts) - 1:
+    while len(sep.join(head)) < limit * 0.6 and len(head) < len(parts) - 1:
         head.append(parts[len(head)])
-    more = len(parts) - len(head) - 1
-    tail = parts[-1] if len(parts[-1]) < limit * 0.3 else parts[-1][: int(limit * 0.3)] + "..."
-    return f"{', '.join(head)}, and {more} more (the whole list: --json), {tail}" if more else message
+    tail = [parts[-1][: int(limit * 0.3)] + ("..." if len(parts[-1]) > limit * 0.3 else "")]
+    while (
+        len(parts) - len(head) - len(tail) > 1 and len(sep.join([parts[-len(tail) - 1], *tail])) < limit * 0.3
+    ):
+        tail.insert(0, parts[-len(tail) - 1])
+    more = len(parts) - len(head) - len(tail)
+    return (
+        f"{sep.join(head)}{sep}and {more} more (the whole list: --json){sep}{sep.join(tail)}"
+        if more
+        else message
+    )
 
 
 def _finding_lines(f: Finding) -> list[str]:
