@@ -98,7 +98,7 @@ def test_a_strangers_small_wheel_from_the_repo_root_is_audited_standalone(tags: 
 
 def test_the_projects_own_wheel_outside_dist_gets_its_row_but_no_record_unless_asked(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path / "downloads", "tinyaxpy", "cp312-cp312-manylinux_2_28_x86_64")
-    code, doc, err = audit(wheel, cwd=ROOT)
+    _code, doc, err = audit(wheel, cwd=ROOT)
     assert [r["row"] for r in doc["results"]] == ["cpu-py312-x86_64"], err
     assert sorted(p.name for p in wheel.parent.iterdir()) == [wheel.name]
     audit(wheel, "--record", cwd=ROOT)

@@ -35,7 +35,7 @@ def install_line() -> list[str]:
 def run(words: list[str], prefix: Path) -> str:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
     assigned = [w for w in words if re.fullmatch(r"[A-Z_]+=.*", w)]
-    env.update(w.split("=", 1) for w in assigned)
+    env.update((name, value) for name, _, value in (w.partition("=") for w in assigned))
     argv = [w for w in words if w not in assigned]
     assert argv[:4] == [".venv/bin/python", "-m", "pip", "install"], argv
     argv = [*argv, "--no-deps", "--no-build-isolation", "--prefix", str(prefix)]

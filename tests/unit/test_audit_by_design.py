@@ -9,6 +9,7 @@ without device code (another project's, or NVIDIA's with a library that is not i
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from helpers.audit import contents, elf, lib
 
@@ -39,7 +40,7 @@ def test_nvidias_nvrtc_wheel_without_device_code_gets_a_note_not_a_failure() -> 
     assert [f.ok for f in found] == [True, True], [f.message for f in found]
     assert all(f.message.startswith("note: no device code by design") for f in found)
     result = AuditResult(
-        "nvidia_cuda_nvrtc-13.0.88-py3-none-any.whl", None, "0" * 64, exp, tuple(found), (), None
+        "nvidia_cuda_nvrtc-13.0.88-py3-none-any.whl", Path("x.whl"), "0" * 64, exp, tuple(found), (), None
     )
     first = render_text(result).splitlines()[0]
     assert first.startswith("nvidia_cuda_nvrtc-13.0.88-py3-none-any.whl: no device code by design"), first

@@ -4,6 +4,8 @@ the terminal's own text (release.summary.render_summary), shown as it is, escape
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from release.audit.model import AuditResult, Expectation
 from release.audit.report.release_page import render_release_html
 
@@ -17,7 +19,7 @@ SUMMARY = (
 def cpu_result() -> AuditResult:
     exp = Expectation("cpu", None, (), (), row_id="cpu-py312-x86_64")
     return AuditResult(
-        "tinyaxpy-0.3.0-cp312-cp312-manylinux_2_28_x86_64.whl", None, "0" * 64, exp, (), (), None
+        "tinyaxpy-0.3.0-cp312-cp312-manylinux_2_28_x86_64.whl", Path("x.whl"), "0" * 64, exp, (), (), None
     )
 
 
