@@ -69,3 +69,27 @@ def test_the_build_environment_puts_the_math_libraries_first_and_keeps_what_it_i
     assert env["CMAKE_LIBRARY_PATH"] == "/m/lib"
     plain = build_env_changes(row, dataclasses.replace(toolchain, math_libs=None), kernel_cache=None)
     assert "LIBRARY_PATH" not in plain.apply({"PATH": "/usr/bin"})
+
+
+def test_every_cuda_13_math_package_of_the_issue_is_a_library_the_build_links() -> None:
+    """cuFFT, cuRAND, cuSPARSE, NVRTC, nvJitLink: their sonames are CUDA toolkit libraries in
+    release/resources/cuda.toml, so a train declaring them gets them like cuBLAS."""
+    row = CUDART["cu130-py311-aarch64"]
+    declared = (
+        ("nvidia-cufft", "libcufft.so.12"),
+        ("nvidia-curand", "libcurand.so.10"),
+        ("nvidia-cusparse", "libcusparse.so.12"),
+        ("nvidia-cuda-nvrtc", "libnvrtc.so.13"),
+        ("nvidia-nvjitlink", "libnvJitLink.so.13"),
+    )
+    runtime = row.cuda_packages[0]
+    packages = tuple(
+        dataclasses.replace(runtime, name=name, also_accepted=(), libraries=(soname,))
+        for name, soname in declared
+    )
+    pins = tuple(f"{name}==1.0.0" for name, _ in declared)
+    many = dataclasses.replace(
+        row, cuda_packages=(runtime, *packages), pypi_toolchain=(*row.pypi_toolchain, *pins)
+    )
+    assert [p.name for p in math_packages(many)] == [name for name, _ in declared]
+    assert math_pins(many) == pins
