@@ -198,6 +198,7 @@ def run_release(
     from release.audit.claim import row_expectation
     from release.audit.report.release_page import render_release_html
     from release.audit.step import audit_step
+    from release.coverage.take import take_lists
     from release.policy.targets import DEFAULT_INDEX
     from release.publish.channels import rules_for
     from release.publish.index.client import resolve_simple_url
@@ -208,6 +209,7 @@ def run_release(
     if jobs < 1:
         raise InputError(f"--jobs {jobs}: give at least 1")
     env = dict(os.environ if env is None else env)
+    rows = take_lists(policy, rows, env=env)  # a "take" row's list, once: built, audited and recorded
     psha = records.policy_sha256(policy)
     target = policy.target(target_name)
     reports = [RowReport(r) for r in rows]

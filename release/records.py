@@ -138,7 +138,6 @@ class BuildRecord:
 
     KIND: ClassVar[Kind] = "build"
     VERSION: ClassVar[int] = 1
-
     wheel: str
     sha256: str
     policy_sha256: str
@@ -153,6 +152,7 @@ class BuildRecord:
     kernel_cache: str | None
     policy: str  # the policy file's path, as given
     built_at: str
+    gpu_archs_source: str | None = None  # a gpu_coverage = "take" row's: the dependency wheel it came from
 
     @property
     def passed(self) -> bool:

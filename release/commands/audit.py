@@ -23,11 +23,10 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from release.audit.claim import CLAIM_HINT, NO_CLAIM_CHECKS, unclaimed, unclaimed_expectation
+from release.audit.claim import CLAIM_HINT, NO_CLAIM_CHECKS, row_expectation, unclaimed, unclaimed_expectation
 from release.audit.model import AuditResult, Expectation
 from release.audit.options import (
     add_claim_options,
@@ -171,10 +170,11 @@ def _fixed_expectation(args: argparse.Namespace) -> tuple[Expectation | None, Po
     policy, digest = _policy(args.policy or DEFAULT_POLICY, required=True)
     assert policy is not None
     if args.row is not None:
+        from release.coverage.take import take_lists  # a "take" row: held to the list its build took
         from release.policy.matrix import expand
 
-        exp = row_options(Expectation.from_row(_row(expand(policy), args.row, policy)), args)
-        return replace(exp, policy_sha256=digest), policy, digest
+        (row,) = take_lists(policy, (_row(expand(policy), args.row, policy),), env=os.environ)
+        return row_options(row_expectation(row, policy_sha256=digest), args), policy, digest
     return None, policy, digest
 
 
@@ -266,7 +266,11 @@ def _audit(args: argparse.Namespace, results: list[AuditResult], errors: list[di
                 from release import records  # the record store: only for rows and policies
 
                 row = records.row_for_wheel(Path(wheel).name, rows, policy_path=policy.path if policy else "")
-                expectation = row_options(replace(Expectation.from_row(row), policy_sha256=digest), args)
+                if policy is not None:  # a "take" row: held to the list its build took
+                    from release.coverage.take import take_lists
+
+                    row = take_lists(policy, (row,), env=os.environ)[0]
+                expectation = row_options(row_expectation(row, policy_sha256=digest), args)
             audited = audit_step(
                 wheel,
                 expectation,

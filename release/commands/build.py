@@ -28,6 +28,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
         "leaves nothing in dist/.",
     )
     add_dist(p, "where wheels go")
+    from release.commands.coverage import add_coverage_options
+
+    add_coverage_options(p)  # --wheelhouse: where a gpu_coverage = "take" dependency's wheel is
     add_backend(p, "auto: a container engine if one works, else the host")
     p.add_argument(
         "--dry-run",
@@ -39,9 +42,11 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
 
 def run(args: argparse.Namespace) -> int:
     from release.core.machine import default_cache_dir
+    from release.coverage.take import take_lists
     from release.wheelbuild.run import build_row
 
     policy, rows = rows_from_args(args)
+    rows = take_lists(policy, rows, env=os.environ, wheelhouses=args.wheelhouse)  # before anything is built
     built = 0
     for row in rows:
         records = build_row(

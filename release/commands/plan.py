@@ -50,6 +50,7 @@ def render_plan(rows: Sequence[Row]) -> str:
     out += ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
     n_cuda = sum(r.is_cuda for r in rows)
     out.append(f"{len(rows)} rows: {n_cuda} CUDA, {len(rows) - n_cuda} CPU")
+    out += [f"{r.id}: gpu archs taken from {r.gpu_archs_source}" for r in rows if r.gpu_archs_source]
     return "\n".join(line.rstrip() for line in out)
 
 
@@ -80,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
     for note in policy.notes:
         log.info(f"note: {note}")
     coverage = _coverage(args, policy, rows)
+    if coverage is not None:  # a "take" row shows, and plans, the list it builds (release.coverage.take)
+        from release.coverage.run import with_taken_lists
+
+        rows = with_taken_lists(rows, coverage)
     if args.json:
         data = plan_json(policy, rows)
         if coverage is not None:

@@ -88,6 +88,7 @@ class DependencyCoverage:
     carried: tuple[tuple[str, tuple[str, ...]], ...]  # per library: its targets
     taken_coverage: RowCoverage | None = None  # mode "take": the row's coverage with the taken list
     jetson: tuple[tuple[Gpu, str], ...] = ()  # per Tegra GPU the row reaches: the seed's Jetson answer
+    source: str = ""  # the wheel read: package, version, file name and sha256 (DependencyCode.source)
 
     @property
     def failed(self) -> bool:
@@ -111,6 +112,7 @@ class DependencyCoverage:
         return {
             "package": self.package,
             "wheel": self.wheel,
+            "source": self.source,
             "gpu_coverage": self.mode,
             "gpus": [
                 {"gpu": g.name, "cc": g.cc, "dependency": dep, "row": row} for g, dep, row in self.support
@@ -153,7 +155,7 @@ def compare(
     jetson = tuple((gpu, _jetson(code, gpu, dep, mine)) for gpu, dep, mine in support if gpu.tegra)
     return DependencyCoverage(
         code.package, code.wheel, mode, tuple(support), lost, tuple(dead), disjoint, taken, carried, taken_cov,
-        jetson,
+        jetson, code.source,
     )  # fmt: skip
 
 

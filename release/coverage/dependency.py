@@ -28,6 +28,7 @@ from release.binary.elf import ElfError, read_elf
 from release.binary.fatbin import FatbinError, has_device_code
 from release.core import proc
 from release.core.errors import InputError
+from release.core.hashing import sha256_file
 from release.core.machine import default_cache_dir
 from release.core.sizes import GIB
 
@@ -79,6 +80,12 @@ class DependencyCode:
     wheel: str  # file name
     libraries: tuple[Library, ...]  # those with device code (readable or not)
     seconds: float = 0.0
+    sha256: str = ""  # of the wheel file: what a "take" row's build record names
+
+    @property
+    def source(self) -> str:
+        """The wheel read, as a build record names where a taken list came from."""
+        return f"{self.package} {self.version} ({self.wheel} sha256 {self.sha256})"
 
     @property
     def version(self) -> str:
@@ -181,4 +188,4 @@ def read(wheel: Path, package: str, *, workdir: Path | None = None) -> Dependenc
     ):
         libs = [lib for lib in pool.map(lambda i: _library(wheel, i, Path(tmp)), infos) if lib is not None]
     libs.sort(key=lambda lib: lib.path)
-    return DependencyCode(package, wheel.name, tuple(libs), time.perf_counter() - start)
+    return DependencyCode(package, wheel.name, tuple(libs), time.perf_counter() - start, sha256_file(wheel))

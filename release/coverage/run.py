@@ -90,9 +90,11 @@ def cover(
     env: Mapping[str, str],
     download_missing: bool = False,
     read_reported: bool = True,
+    modes: frozenset[str] = frozenset({"report", "fail", "take"}),
 ) -> CoverageReport:
     """Coverage of every CUDA row of ``rows``; ``read_reported=False`` reads the wheels of ``fail`` and
-    ``take`` entries only (``plan`` without ``--wheelhouse``)."""
+    ``take`` entries only (``plan`` without ``--wheelhouse``); ``modes`` the entries read at all (a build
+    reads its ``take`` entries only: :mod:`release.coverage.take`)."""
     codes: dict[Path, DependencyCode] = {}
     seconds: dict[str, float] = {}
     out: list[RowReport] = []
@@ -104,7 +106,7 @@ def cover(
         not_read: list[tuple[str, str]] = []
         for dep in policy.dependencies_for(row.variant, row.platform):
             mode = cast(GpuCoverageMode, dep.gpu_coverage)
-            if mode == "report" and not read_reported:
+            if (mode == "report" and not read_reported) or mode not in modes:
                 continue
             wanted = Wanted(dep.package, row.platform, row.python, row.variant, row.manylinux)
             folders = _sources(wheelhouses, env)
@@ -117,9 +119,10 @@ def cover(
                     f"{', '.join(str(f) for f in folders)}; pass --wheelhouse DIR, or --download"
                 )
                 if mode != "report":
+                    task = "cannot take its arch list" if mode == "take" else "cannot compare"
                     raise InputError(
                         f"{policy.path}: row {row.id}: [[dependency]] {dep.package} gpu_coverage = {mode!r}: "
-                        f"cannot compare: {why}"
+                        f"{task}: {why}"
                     )
                 not_read.append((dep.package, why))
                 continue
@@ -143,19 +146,34 @@ def cover(
 
 def with_taken_lists(rows: Sequence[Row], report: CoverageReport) -> tuple[Row, ...]:
     """``rows`` with each row whose dependency says ``gpu_coverage = "take"`` given that dependency's list
-    (pure): what a build of the row compiles for, and what its build record then holds. A row with two
-    ``take`` dependencies whose lists differ is refused (InputError): which one to build is the policy's
-    choice, not wheelwright's."""
+    and its source (the wheel read, :attr:`Row.gpu_archs_source`) (pure): what a build of the row
+    compiles for, what its audit holds the wheel to and what its build record names. Refused
+    (InputError): a row with two ``take`` dependencies whose lists differ (which one to build is the
+    policy's choice, not wheelwright's), and a ``take`` dependency that carries no SASS wheelwright knows
+    (nothing to take is not the train's list)."""
     from dataclasses import replace
 
-    taken: dict[str, tuple[Arch, ...]] = {}
+    taken: dict[str, tuple[tuple[Arch, ...], str]] = {}
     for r in report.rows:
-        lists = {d.taken for d in r.dependencies if d.mode == "take" and d.taken}
+        takes = [d for d in r.dependencies if d.mode == "take"]
+        for d in takes:
+            if not d.taken:
+                raise InputError(
+                    f"row {r.row.row_id}: [[dependency]] {d.package} gpu_coverage = 'take': {d.wheel} carries "
+                    f"no SASS for a GPU wheelwright knows ({d.carried_text}): no arch list to take; set "
+                    "gpu_coverage = 'report' and give the row's list in [train].gpu_archs"
+                )
+        lists = {d.taken for d in takes}
         if len(lists) > 1:
             shown = "; ".join(sorted(";".join(str(a) for a in t) for t in lists))
             raise InputError(
                 f"row {r.row.row_id}: two gpu_coverage = 'take' dependencies give different lists: {shown}"
             )
-        if lists:
-            taken[r.row.row_id] = lists.pop()
-    return tuple(replace(row, gpu_archs=taken[row.id]) if row.id in taken else row for row in rows)
+        if takes:
+            taken[r.row.row_id] = (takes[0].taken, "; ".join(sorted({d.source for d in takes})))
+    return tuple(
+        replace(row, gpu_archs=taken[row.id][0], gpu_archs_source=taken[row.id][1])
+        if row.id in taken
+        else row
+        for row in rows
+    )

@@ -50,6 +50,9 @@ class Row:
     # matrix.embedded_device_code; the train's oldest_driver ("13.0", "580.65.06"; None: not stated)
     embedded_device_code: str = "reject"
     oldest_driver: str | None = None
+    # where gpu_archs came from when not from rows.toml: a [[dependency]] with gpu_coverage = "take"
+    # ("torch 2.14.1 (torch-2.14.1-...whl sha256 ...)", release.coverage.take); None: the train's list
+    gpu_archs_source: str | None = None
 
     @property
     def pythons(self) -> tuple[str, ...]:
@@ -150,7 +153,7 @@ class Row:
             "smoke_pythons": list(self.pythons),
             "embedded_device_code": self.embedded_device_code,
             "oldest_driver": self.oldest_driver,
-        }
+        } | ({"gpu_archs_source": self.gpu_archs_source} if self.gpu_archs_source else {})
 
 
 def _provided(policy: Policy, variant: str, platform: str) -> tuple[str, ...]:

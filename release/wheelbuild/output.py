@@ -91,6 +91,7 @@ def record_data(
         toolchain=None if toolchain is None else dict(toolchain),
         torch_cuda_arch_list=row.torch_cuda_arch_list or None,
         cmake_cuda_architectures=row.cmake_cuda_architectures or None,
+        gpu_archs_source=row.gpu_archs_source,
         kernel_cache=kernel_cache,
         policy=str(policy_path),
         built_at=_dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
