@@ -251,7 +251,8 @@ def _launch(
     require_pypiserver()  # here, not in the server process: the message reaches the user
     password = password or secrets.token_urlsafe(24)
     root = _prepare(root_dir, variants, username, password)
-    package_root = str(Path(__file__).resolve().parents[1])
+    # the folder holding release/ (this module is release/publish/index/local.py)
+    package_root = str(Path(__file__).resolve().parents[3])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     args = [
