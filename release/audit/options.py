@@ -8,7 +8,9 @@ command is held to (None: each wheel's own row, by its file name), and
 for ``--row``, row ids and file-name audits: ``--variant``/``--gpu-archs``/``--runs-on`` without
 one audit standalone (:mod:`release.audit.standalone`), from any folder; wheel files with no
 claim and no rows.toml in this folder are audited standalone with the checks that need no claim
-(:func:`release.audit.claim.unclaimed_expectation`).
+(:func:`release.audit.claim.unclaimed_expectation`), and so is another project's wheel under the
+rows.toml of this folder (:func:`stranger`). :func:`in_dist`: whether a row's record is written
+beside the wheel by default.
 """
 
 from __future__ import annotations
