@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from release.core.errors import InputError
 from release.policy.load import DEFAULT_POLICY, default_policy
+from release.wheelbuild.backends import CHOICES as BACKEND_CHOICES
 
 __all__ = ["DEFAULT_INDEX_ROOT", "DEFAULT_POLICY", "add_parser", "run"]
 
@@ -93,6 +94,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _rebuild(args: argparse.Namespace, path: Path) -> int:
     """Check the manifest at ``path``, rebuild each ``--rebuild`` row, compare; the exit code
     (:mod:`release.publish.rebuild`)."""
+    from release.policy.load import load_policy
     from release.publish import manifest as mf
     from release.publish.rebuild import manifest_entry, rebuild, rebuild_problems
     from release.wheelbuild.engine import BackendChoice
@@ -103,13 +105,14 @@ def _rebuild(args: argparse.Namespace, path: Path) -> int:
     print(f"{'!' if 'NOT' in signed else '✓'} {signed}")
     entries = [manifest_entry(manifest, r) for r in args.rebuild]  # bad input before any build
     policy_path = Path(args.policy)
+    policy = load_policy(policy_path)  # once, before any build: a bad policy stops here
     head = mf.source_commit(policy_path.resolve().parent, os.environ)
     if manifest.source_commit and head != manifest.source_commit:
         print(f"note: the checkout is at {head}, {manifest.name} was published from {manifest.source_commit}")
     failed = 0
     for entry in entries:
         backend = cast(BackendChoice, args.backend)
-        got = rebuild(entry.row, policy_path=policy_path, backend=backend, env=os.environ)
+        got = rebuild(entry.row, policy=policy, backend=backend, env=os.environ)
         problems = rebuild_problems(entry, got)
         for line in problems:
             print(f"✗ {entry.row}: {line}")
@@ -171,7 +174,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
     )
     p.add_argument(
         "--backend",
-        choices=("auto", "host", "container"),
+        choices=BACKEND_CHOICES,
         default="auto",
         help="the build backend of --rebuild (default: %(default)s)",
     )

@@ -24,8 +24,9 @@ from pathlib import Path
 from release.core.errors import InputError
 from release.core.hashing import sha256_file
 from release.core.machine import default_cache_dir
-from release.policy.load import load_policy
+from release.coverage.take import take_lists
 from release.policy.matrix import expand
+from release.policy.model import Policy
 from release.publish import manifest as mf
 from release.wheelbuild.engine import BackendChoice
 from release.wheelbuild.run import build_row
@@ -63,17 +64,18 @@ def rebuild_problems(entry: mf.ManifestFile, rebuilt: Rebuilt) -> list[str]:
     return problems
 
 
-def rebuild(row_id: str, *, policy_path: Path, backend: BackendChoice, env: Mapping[str, str]) -> Rebuilt:
-    """Build ``row_id`` from the policy's project into a private temporary folder; its name and sha256."""
-    policy = load_policy(policy_path)
-    rows = {r.id: r for r in expand(policy)}
+def rebuild(row_id: str, *, policy: Policy, backend: BackendChoice, env: Mapping[str, str]) -> Rebuilt:
+    """Build ``row_id`` of the loaded ``policy`` (the command loads it once) from its project into a
+    private temporary folder; its name and sha256. A row whose dependency says ``gpu_coverage = "take"``
+    is rebuilt with the list taken from that dependency's wheel, as its release build was."""
+    rows = {r.id: r for r in take_lists(policy, expand(policy), env=env)}
     if row_id not in rows:
-        raise InputError(f"{policy_path} has no row {row_id!r}")
+        raise InputError(f"{policy.path} has no row {row_id!r}")
     with tempfile.TemporaryDirectory(prefix="wheelwright-rebuild-", dir=env.get("TMPDIR") or None) as tmp:
         work = Path(tmp)  # mkdtemp: mode 0700, this user's
         (built,) = build_row(
             rows[row_id],
-            policy_path=policy_path,
+            policy=policy,
             dist_dir=work / "dist",
             cache_dir=default_cache_dir(env),
             backend=backend,

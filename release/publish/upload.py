@@ -12,7 +12,6 @@ timed-out upload StepFailed (4); each says what this run did so far and the one 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import time
@@ -21,9 +20,11 @@ from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
 
+from release.audit.claim import row_expectation
 from release.audit.model import Expectation
 from release.core import log
 from release.core.errors import CheckFailed, InputError, StepFailed
+from release.coverage.take import take_lists
 from release.policy.matrix import expand
 from release.policy.model import Policy
 from release.policy.targets import IndexTarget, Target
@@ -71,13 +72,13 @@ def _refuse(header: str, problems: Sequence[str], *, bad_input: bool = False) ->
     return InputError(text) if bad_input else CheckFailed(text)
 
 
-def _expectations(policy: Policy, index: IndexTarget) -> dict[str, Expectation]:
-    psha = policy.sha256
+def _expectations(policy: Policy, index: IndexTarget, env: Mapping[str, str]) -> dict[str, Expectation]:
+    """Each row's expectation, made the one way every step makes it (:func:`row_expectation`); a row whose
+    dependency says ``gpu_coverage = "take"`` is held to the list taken from that dependency's wheel, as
+    its build and audit were (:func:`take_lists`; it fails closed when the wheel cannot be read)."""
+    rows = take_lists(policy, expand(policy), env=env)
     return {
-        r.id: dataclasses.replace(
-            Expectation.from_row(r, max_wheel_mib=index.max_wheel_mib), policy_sha256=psha
-        )
-        for r in expand(policy)
+        r.id: row_expectation(r, policy_sha256=policy.sha256, max_wheel_mib=index.max_wheel_mib) for r in rows
     }
 
 
@@ -131,7 +132,7 @@ def prepare_publish(
     if not local:
         raise InputError(f"no {variant} wheels to publish to {target.name!r}")
 
-    expectations = _expectations(policy, index)
+    expectations = _expectations(policy, index, os.environ if env is None else env)
     verified, problems = stage_and_reaudit(
         local,
         staging=session.staging / variant,

@@ -28,6 +28,8 @@ COMMAND_LINE = ("release/cli.py", "release/commands/")
 PARSER_ENTRY_POINTS = {
     "release/publish/index/server.py": "the local index's own process (python -m "
     "release.publish.index.server serve|start|stop), started detached so it outlives the command",
+    "release/publish/sealed_twine.py": "publish's uploader child (python -P -m release.publish.sealed_twine): "
+    "twine's own Settings parse twine's upload arguments, then it sends the sealed memfd it inherited",
     "release/wheelbuild/host/frontend.py": "the build frontend a host build runs as a script with the "
     "isolated build environment's own interpreter; it imports nothing of wheelwright",
     "release/wheelbuild/repair/auditwheel_as.py": "auditwheel's repair for another CPU arch, run as a "

@@ -21,15 +21,11 @@ RELEASE = ROOT / "release"
 LOADERS = ("release/commands/", "release/policy/load.py", "release/audit/options.py")
 # Callers still holding only a path, each with its reason; a new one fails.
 NOT_YET = {
-    # a caller that gives build_row/plan_row a path and no Policy (publish's verify --rebuild, tests)
+    # a caller that gives build_row/plan_row a path and no Policy (tests)
     "release/wheelbuild/run.py",
-    # publish's verify --rebuild loads the policy, then hands build_row its path (another engineer's file):
-    # build_row(..., policy=policy, ...) instead of policy_path=policy_path drops run.py's load too
-    "release/publish/rebuild.py",
 }
-# Dependency.applies_to(variant, platform) is asked only by Policy.dependencies_for; coverage is another
-# engineer's module, to ask policy.dependencies_for(row.variant, row.platform) instead
-APPLIES_NOT_YET = {"release/coverage/run.py"}
+# Dependency.applies_to(variant, platform) is asked only by Policy.dependencies_for (a new caller fails)
+APPLIES_NOT_YET: set[str] = set()
 
 
 def _called(source: str, name: str, *, args: int | None = None) -> bool:
