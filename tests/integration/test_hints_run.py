@@ -13,6 +13,7 @@ The build of tinyaxpy's CPU row (host backend, about 2 s with pip's cache warm) 
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 import shutil
@@ -154,3 +155,108 @@ def test_a_missing_wheels_nox_hint_builds_it_where_the_step_looks(tmp_path: Path
     )
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     assert release("audit", ROW, "--policy", POLICY, "--dist", str(empty)).returncode == 0
+
+
+# Every place in release/ that writes a command into a message (a string, not a docstring, not --help),
+# by module and the start of its text: the test of this module that runs it as printed, or why it is
+# not run here. A new place fails the guard below until it is listed.
+HINT_SITES: dict[tuple[str, str], str] = {
+    ("release/cli.py", "python -m release"): "not a hint: the parser's prog",
+    (
+        "release/hints.py",
+        "`python -m release build ",
+    ): "test_a_missing_wheels_hint_builds_it_where_the_step_looks",
+    ("release/hints.py", "nox -s build-"): "test_a_missing_wheels_nox_hint_builds_it_where_the_step_looks",
+    ("release/hints.py", "`python -m release "): "test_smokes_refusal_names_the_audit_of_the_same_wheel, "
+    "test_audits_refusal_of_a_changed_wheel_names_the_build_of_the_same_row, "
+    "test_smoke_of_a_wheel_audited_standalone_names_the_rows_audit",
+    (
+        "release/commands/audit.py",
+        "python -m release plan",
+    ): "test_an_unknown_rows_hint_lists_the_users_policys_rows",
+    (
+        "release/commands/index.py",
+        " (start one: python -m release index start)",
+    ): "not run: the index command's "
+    "(release/commands/index.py, another engineer's); it leaves out the user's --root",
+    (
+        "release/coverage/run.py",
+        ": its wheel was not read (plan --coverage",
+    ): "not run: the coverage command's",
+    ("release/commands/plan.py", "its GPU dependency's wheel decides it: plan --coverage"): "not run: plan's "
+    "coverage column (another engineer's)",
+    (
+        "release/coverage/jetson.py",
+        " (planned here: python -m release build does not build",
+    ): "not a hint: says what build does not do",
+    (
+        "release/policy/matrix.py",
+        "; `python -m release plan` lists the row ids",
+    ): "not run: policy/matrix.py's; "
+    "it leaves out the user's --policy (the audit command's own hint names it)",
+    (
+        "release/publish/guards/plan.py",
+        ": audited against a variant, not a row (--variant); audit it as its row (python -m release",
+    ): "not run: publish's; it leaves out --policy/--dist",
+    (
+        "release/publish/guards/readback.py",
+        "read it back again (rerun the same command, or python -m release verify)",
+    ): ("not run: publish's read-back, which needs a target index that answers wrongly"),
+    (
+        "release/publish/index/local.py",
+        ": no local index is running there (start one: python -m release index start",
+    ): ("not run: the local index's, ROOT a placeholder"),
+    ("release/publish/index/local.py", "); stop it first (python -m release index stop --root ...)"): (
+        "not run: the local index's, '...' a placeholder"
+    ),
+    (
+        "release/publish/index/server.py",
+        "python -m release.publish.index.server",
+    ): "not a hint: the server's argv",
+    (
+        "release/publish/step.py",
+        " (stop it: python -m release index stop --root ",
+    ): "not run: a log line of the rehearsal, run by the docs' index lines (test_docs_commands_run)",
+    ("release/wheelbuild/repair/auditwheel_as.py", "python -m release.wheelbuild.repair.auditwheel_as"): (
+        "not a hint: the repair wrapper's argv"
+    ),
+    ("release/wheelbuild/toolchain.py", ": python -m release build "): "not run: a container build "
+    "(--backend container), which this machine's tests run in test_container_build.py",
+}
+
+
+def hint_sites() -> set[tuple[str, str]]:
+    """Each string of release/ (no docstring, no help text) that names a command: (module, its start)."""
+    found: set[tuple[str, str]] = set()
+    for path in sorted((ROOT / "release").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        quiet: set[int] = set()
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            scope = isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            if scope and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                quiet.add(id(body[0].value))
+            if isinstance(node, ast.keyword) and node.arg in ("help", "description", "epilog"):
+                quiet.update(id(n) for n in ast.walk(node.value))
+        for node in ast.walk(tree):
+            text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+            if id(node) not in quiet and ("python -m release" in text or "nox -s" in text):
+                found.add((str(path.relative_to(ROOT)), text[:100]))
+    return found
+
+
+def test_every_place_that_prints_a_command_is_run_or_says_why_not() -> None:
+    found = hint_sites()
+    listed = {(module, start) for module, start in HINT_SITES}
+    new = sorted(site for site in found if not any(site[0] == m and site[1].startswith(s) for m, s in listed))
+    gone = sorted(
+        site for site in listed if not any(f[0] == site[0] and f[1].startswith(site[1]) for f in found)
+    )
+    assert (new, gone) == ([], []), (
+        "list each new hint in HINT_SITES with its test (or why not), drop gone ones"
+    )
+    tests = {name for name in globals() if name.startswith("test_")}
+    for where, how in HINT_SITES.items():
+        named = re.findall(r"\btest_\w+", how)
+        assert how.startswith(("not run: ", "not a hint: ")) or named, where
+        assert set(named) <= tests | {"test_docs_commands_run", "test_container_build"}, (where, named)
