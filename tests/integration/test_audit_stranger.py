@@ -73,12 +73,12 @@ def verdict(doc: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
     return errors, failed, ran
 
 
-def same_as_from_an_empty_folder(wheel: Path, tmp_path: Path) -> tuple[int, dict[str, Any], str]:
+def same_as_from_an_empty_folder(wheel: Path, tmp_path: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     before = sorted(p.name for p in wheel.parent.iterdir())
     empty = tmp_path / "empty"
     empty.mkdir(exist_ok=True)
-    code, doc, err = audit(wheel, cwd=ROOT)
-    code_empty, doc_empty, _ = audit(wheel, cwd=empty)
+    code, doc, err = audit(wheel, *args, cwd=ROOT)
+    code_empty, doc_empty, _ = audit(wheel, *args, cwd=empty)
     assert (code, verdict(doc)) == (code_empty, verdict(doc_empty)), err
     assert code in (0, 1), err
     assert [r["standalone"] for r in doc["results"]] == [True]
@@ -94,6 +94,16 @@ def test_a_strangers_small_wheel_from_the_repo_root_is_audited_standalone(tags: 
     assert code == 0, doc
     assert "is not tinyaxpy's" in err and "audited standalone" in err, err
     assert "cpu-py312-x86_64" not in json.dumps(doc)
+
+
+def test_a_strangers_wheel_with_a_claim_is_not_held_to_this_folders_policy(tmp_path: Path) -> None:
+    """--variant cu130 under tinyaxpy's rows.toml held another project's wheel to tinyaxpy's cu130
+    packages (standalone false); the claim alone, as from an empty folder, is what it is held to."""
+    wheel = make_wheel(tmp_path / "downloads", "strangerpkg", "cp312-cp312-manylinux_2_28_x86_64")
+    code, _doc, _err = same_as_from_an_empty_folder(
+        wheel, tmp_path, "--variant", "cu130", "--gpu-archs", "8.0"
+    )
+    assert code == 1  # a CUDA claim on a wheel without device code
 
 
 def test_the_projects_own_wheel_outside_dist_gets_its_row_but_no_record_unless_asked(tmp_path: Path) -> None:
