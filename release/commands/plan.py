@@ -12,6 +12,7 @@ from release.commands.options import row_command, rows_from_args
 from release.core import log
 
 if TYPE_CHECKING:  # the policy modules are imported by the commands that read a policy
+    from release.coverage.jetson import JetsonDecision
     from release.coverage.run import CoverageReport
     from release.policy.matrix import Row
     from release.policy.model import Policy
@@ -85,10 +86,13 @@ def run(args: argparse.Namespace) -> int:
         from release.coverage.run import with_taken_lists
 
         rows = with_taken_lists(rows, coverage)
+    jetsons = _undecided_jetsons(policy) if coverage is None else []
     if args.json:
         data = plan_json(policy, rows)
         if coverage is not None:
             data["coverage"] = coverage.to_json()
+        if policy.jetsons:
+            data["jetson_rows"] = [j.to_json() for j in (coverage.jetsons if coverage else jetsons)]
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
         print(render_plan(rows))
@@ -96,9 +100,19 @@ def run(args: argparse.Namespace) -> int:
             from release.coverage.render import render
 
             print("\n" + render(coverage))
+        elif jetsons:
+            print("\nJetson rows ([[jetson]]):\n" + "\n".join(f"  {j.line()}" for j in jetsons))
     if coverage is not None:
         coverage.raise_if_failed(policy.path)
     return 0
+
+
+def _undecided_jetsons(policy: Policy) -> list[JetsonDecision]:
+    """The [[jetson]] rows before their dependency is read: plan --coverage decides them."""
+    from release.coverage.jetson import decide
+
+    why = "its GPU dependency's wheel decides it: plan --coverage, or python -m release coverage"
+    return [decide(j, [], [why]) for j in policy.jetsons]
 
 
 def _coverage(args: argparse.Namespace, policy: Policy, rows: Sequence[Row]) -> CoverageReport | None:

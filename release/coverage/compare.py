@@ -27,7 +27,15 @@ from release.coverage.predict import RowCoverage, row_coverage
 from release.policy.archs import Arch, Support
 from release.resources.cuda import Gpu, cuda
 
-__all__ = ["DependencyCoverage", "GpuCoverageMode", "carried_targets", "compare", "taken_list"]
+__all__ = [
+    "DependencyCoverage",
+    "GpuCoverageMode",
+    "carried_targets",
+    "compare",
+    "gpu_support",
+    "taken_list",
+    "target_key",
+]
 
 GpuCoverageMode = Literal["report", "fail", "take"]
 _BARE = Expectation("cuda", None, (), ())
@@ -35,6 +43,12 @@ _BARE = Expectation("cuda", None, (), ())
 
 def _support(lib: Library, gpu: Gpu) -> Support:
     return cell(lib, gpu, _BARE).without_driver
+
+
+def gpu_support(code: DependencyCode, gpu: Gpu) -> Support:
+    """How the dependency runs on ``gpu``: the best of its readable libraries (by the GPU's own rule)."""
+    levels = [_support(lib, gpu) for lib in code.libraries if lib.fatbin_error is None]
+    return next((s for s in ("native", "ptx-jit", "partial") if s in levels), "none")
 
 
 def carried_targets(lib: Library) -> tuple[str, ...]:
@@ -49,7 +63,7 @@ def carried_targets(lib: Library) -> tuple[str, ...]:
     )
 
 
-def _target_key(target: str) -> tuple[int, str]:
+def target_key(target: str) -> tuple[int, str]:
     digits = target.split("_", 1)[1]
     return int(digits.rstrip("af")), digits[-1] if digits[-1] in "af" else ""
 
@@ -103,7 +117,7 @@ class DependencyCoverage:
     def carried_text(self) -> str:
         """What the dependency carries over its libraries: ``SASS sm_75, ..., sm_120a; PTX none``."""
         targets = {t for _, ts in self.carried for t in ts}
-        key = _target_key
+        key = target_key
         sass = sorted((t for t in targets if t.startswith("sm_")), key=key)
         ptx = sorted((t for t in targets if t.startswith("compute_")), key=key)
         return f"SASS {', '.join(sass) or 'none'}; PTX {', '.join(ptx) or 'none'}"
@@ -136,9 +150,7 @@ def compare(
     readable = [lib for lib in code.libraries if lib.fatbin_error is None]
     support: list[tuple[Gpu, Support, str]] = []
     for g in row.gpus:
-        levels = [_support(lib, g.gpu) for lib in readable]
-        best: Support = next((s for s in ("native", "ptx-jit", "partial") if s in levels), "none")
-        support.append((g.gpu, best, g.support))
+        support.append((g.gpu, gpu_support(code, g.gpu), g.support))
     serves = {id(gpu) for gpu, dep, _ in support if dep != "none"}
     lost = tuple(gpu for gpu, dep, mine in support if dep != "none" and mine == "none")
     dead: list[str] = []

@@ -98,6 +98,8 @@ def render(report: CoverageReport) -> str:
     if not report.rows:
         return "no CUDA row selected: a CPU wheel runs on no GPU, so there is nothing to cover"
     lines = render_grid(report.rows) + render_dependencies(report.rows)
+    if report.jetsons:  # the seed's Jetson answer: a row of its own only where the dependency has code
+        lines += ["Jetson rows ([[jetson]]):", *(f"  {j.line()}" for j in report.jetsons)]
     if report.seconds:
         read = ", ".join(f"{name} {s:.1f} s" for name, s in report.seconds.items())
         lines.append(f"dependency wheels read: {read}")

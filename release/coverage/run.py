@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any, cast
 from release.core.errors import CheckFailed, InputError
 from release.coverage.compare import DependencyCoverage, GpuCoverageMode, compare
 from release.coverage.dependency import DependencyCode, Wanted, cache_folder, download, find_wheel, read
+from release.coverage.jetson import JetsonDecision, decide
 from release.coverage.predict import RowCoverage, row_coverage
 from release.policy.archs import Arch
 
 if TYPE_CHECKING:
     from release.policy.matrix import Row
-    from release.policy.model import Policy
+    from release.policy.model import Dependency, Policy
 
 __all__ = ["COVERAGE_JSON_VERSION", "CoverageReport", "RowReport", "cover", "with_taken_lists"]
 
@@ -48,6 +49,7 @@ class RowReport:
 class CoverageReport:
     rows: tuple[RowReport, ...]
     seconds: Mapping[str, float] = field(default_factory=dict)  # per dependency wheel read
+    jetsons: tuple[JetsonDecision, ...] = ()  # the policy's [[jetson]] rows, filled in or refused
 
     @property
     def failed(self) -> tuple[tuple[str, DependencyCoverage], ...]:
@@ -57,6 +59,7 @@ class CoverageReport:
         return {
             "version": COVERAGE_JSON_VERSION,
             "rows": [r.to_json() for r in self.rows],
+            "jetson_rows": [j.to_json() for j in self.jetsons],
             "read_seconds": {k: round(v, 2) for k, v in self.seconds.items()},
         }
 
@@ -98,6 +101,11 @@ def cover(
     codes: dict[Path, DependencyCode] = {}
     seconds: dict[str, float] = {}
     out: list[RowReport] = []
+
+    def code_for(dep: Dependency, wanted: Wanted, who: str) -> DependencyCode | str:
+        return _dependency_code(policy, dep, wanted, who, wheelhouses=wheelhouses, env=env,
+                                download_missing=download_missing, codes=codes, seconds=seconds)  # fmt: skip
+
     for row in rows:
         if not row.is_cuda:
             continue
@@ -109,39 +117,76 @@ def cover(
             if (mode == "report" and not read_reported) or mode not in modes:
                 continue
             wanted = Wanted(dep.package, row.platform, row.python, row.variant, row.manylinux)
-            folders = _sources(wheelhouses, env)
-            wheel = find_wheel(wanted, folders)
-            if wheel is None and download_missing:
-                wheel = download(wanted, dep.index, cache_folder(env), env=env)
-            if wheel is None:
-                why = (
-                    f"no wheel of {dep.package} for {row.platform}, Python {row.python}, {row.variant} in "
-                    f"{', '.join(str(f) for f in folders)}; pass --wheelhouse DIR, or --download"
-                )
-                if mode != "report":
-                    task = "cannot take its arch list" if mode == "take" else "cannot compare"
-                    raise InputError(
-                        f"{policy.path}: row {row.id}: [[dependency]] {dep.package} gpu_coverage = {mode!r}: "
-                        f"{task}: {why}"
-                    )
-                not_read.append((dep.package, why))
-                continue
-            if wheel not in codes:
-                codes[wheel] = read(wheel, dep.package)
-                seconds[wheel.name] = codes[wheel].seconds
-            code = codes[wheel]
-            unreadable = [f"{lib.path}: {lib.fatbin_error}" for lib in code.libraries if lib.fatbin_error]
-            if not code.libraries or len(unreadable) == len(code.libraries):
-                why = f"{wheel.name} carries no {'readable ' if unreadable else ''}device code" + (
-                    f" ({'; '.join(unreadable[:3])})" if unreadable else ""
-                )
-                if mode != "report":  # nothing to compare is not a pass
-                    raise InputError(f"{policy.path}: row {row.id}: [[dependency]] {dep.package}: {why}")
-                not_read.append((dep.package, f"{why}: nothing to compare with"))
+            code = code_for(dep, wanted, f"row {row.id}")
+            if isinstance(code, str):
+                not_read.append((dep.package, code))
                 continue
             deps.append(compare(cov, row.gpu_archs, code, mode))
         out.append(RowReport(cov, tuple(deps), tuple(not_read)))
-    return CoverageReport(tuple(out), seconds)
+    jetsons: list[JetsonDecision] = []
+    for jet in policy.jetsons if modes != {"take"} else ():  # a build never builds a Jetson row
+        got: list[DependencyCode] = []
+        why: list[str] = []
+        for dep in policy.dependencies_for(jet.variant, jet.platform):
+            if dep.gpu_coverage == "report" and not read_reported:
+                why.append(
+                    f"{dep.package}: its wheel was not read (plan --coverage, or python -m release coverage)"
+                )
+                continue
+            wanted = Wanted(dep.package, jet.platform, jet.python, jet.variant, policy.manylinux)
+            code = code_for(dep, wanted, f"[[jetson]] row {jet.id}")
+            if isinstance(code, str):
+                why.append(f"{dep.package}: {code}")
+            else:
+                got.append(code)
+        jetsons.append(decide(jet, got, why))
+    return CoverageReport(tuple(out), seconds, tuple(jetsons))
+
+
+def _dependency_code(
+    policy: Policy,
+    dep: Dependency,
+    wanted: Wanted,
+    who: str,
+    *,
+    wheelhouses: Sequence[Path],
+    env: Mapping[str, str],
+    download_missing: bool,
+    codes: dict[Path, DependencyCode],
+    seconds: dict[str, float],
+) -> DependencyCode | str:
+    """The device code of ``dep``'s wheel for ``wanted`` (each wheel read once: ``codes``), or why it was not
+    read under gpu_coverage "report"; InputError naming the policy, ``who``, the dependency and the key under
+    "fail" and "take" (nothing to compare is not a pass)."""
+    mode = dep.gpu_coverage
+    folders = _sources(wheelhouses, env)
+    wheel = find_wheel(wanted, folders)
+    if wheel is None and download_missing:
+        wheel = download(wanted, dep.index, cache_folder(env), env=env)
+    if wheel is None:
+        why = (
+            f"no wheel of {dep.package} for {wanted.cpu}, Python {wanted.python}, {wanted.variant} in "
+            f"{', '.join(str(f) for f in folders)}; pass --wheelhouse DIR, or --download"
+        )
+        if mode != "report":
+            task = "cannot take its arch list" if mode == "take" else "cannot compare"
+            raise InputError(
+                f"{policy.path}: {who}: [[dependency]] {dep.package} gpu_coverage = {mode!r}: {task}: {why}"
+            )
+        return why
+    if wheel not in codes:
+        codes[wheel] = read(wheel, dep.package)
+        seconds[wheel.name] = codes[wheel].seconds
+    code = codes[wheel]
+    unreadable = [f"{lib.path}: {lib.fatbin_error}" for lib in code.libraries if lib.fatbin_error]
+    if not code.libraries or len(unreadable) == len(code.libraries):
+        why = f"{wheel.name} carries no {'readable ' if unreadable else ''}device code" + (
+            f" ({'; '.join(unreadable[:3])})" if unreadable else ""
+        )
+        if mode != "report":
+            raise InputError(f"{policy.path}: {who}: [[dependency]] {dep.package}: {why}")
+        return f"{why}: nothing to compare with"
+    return code
 
 
 def with_taken_lists(rows: Sequence[Row], report: CoverageReport) -> tuple[Row, ...]:

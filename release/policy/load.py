@@ -23,6 +23,7 @@ from typing import Any, Literal
 from packaging.utils import canonicalize_name
 
 from release.policy.checker import Checker, brief, join, kind
+from release.policy.jetson import load_jetsons
 from release.policy.model import (
     GPU_COVERAGE,
     MANYLINUX_ARCHS,
@@ -150,6 +151,7 @@ def parse_policy(data: Mapping[str, Any], path: str, *, source: Path, sha256: st
 
     targets = _targets(c, top.get("target", {}), tuple(["cpu"] if cpu_wheel else []) + tuple(variants))
     dependencies = _dependencies(c, top.get("dependency", []), platforms, tuple(variants))
+    jetsons = load_jetsons(c, top.get("jetson", []), {v: k for k, v in variants.items()}, pythons)
     _check_project_folder(c, project.path, source)
     return Policy(
         notes=tuple(c.notes),
@@ -167,6 +169,7 @@ def parse_policy(data: Mapping[str, Any], path: str, *, source: Path, sha256: st
         extra_variants=extra_variants,
         embedded_device_code=embedded_device_code,
         exclusions=exclusions,
+        jetsons=jetsons,
     )
 
 

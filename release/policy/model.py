@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,7 @@ from release.core.errors import InputError
 from release.policy.archs import Arch
 from release.policy.targets import IndexTarget, Target
 from release.resources.cpus import cpus
+from release.resources.cuda_gpus import Gpu
 
 SCHEMA_VERSION = 1
 MANYLINUX_ARCHS = cpus().manylinux  # release/resources/cpus.toml
@@ -28,7 +30,10 @@ GPU_COVERAGE: tuple[str, ...] = ("report", "fail", "take")
 # Every table of the schema: (required keys, optional keys). docs/rows-toml.md documents
 # each of them, and tests/unit/test_docs.py checks that the two never drift apart.
 SCHEMA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "top level": (("schema_version", "project", "matrix", "train"), ("exclude", "target", "dependency")),
+    "top level": (
+        ("schema_version", "project", "matrix", "train"),
+        ("exclude", "target", "dependency", "jetson"),
+    ),
     "project": (
         ("name", "path", "import_name"),
         ("check", "sdk", "rtol", "atol", "wheel_tags", "build_constraints"),
@@ -44,6 +49,7 @@ SCHEMA: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "train.X.Y.cuda_packages": (("name", "libraries", "installs_to"), ("also_accepted",)),
     "exclude": (("reason",), ("python", "platform")),
     "dependency": (("package", "index"), ("platforms", "variants", "libraries", "gpu_coverage")),
+    "jetson": (("gpu", "train", "python", "builder_image"), ()),
     "target.NAME": (("rehearsal",), ("local_server", "index")),
     "target.NAME.index.VARIANT": (("upload_url", "simple_url"), ("max_wheel_mib",)),
 }
@@ -129,6 +135,40 @@ class Dependency:
 
 
 @dataclass(frozen=True)
+class JetsonRow:
+    """A ``[[jetson]]`` row (release/policy/jetson.py loads it; release/coverage/jetson.py decides it)."""
+
+    gpu: Gpu  # a Tegra GPU of release/resources/cuda.toml
+    train: str  # "13.0"
+    variant: str  # the train's: "cu130"
+    python: str  # "3.11"
+    builder_image: str
+
+    @property
+    def platform(self) -> str:
+        """The CPU the GPU lives beside (its entry's ``cpus``)."""
+        return self.gpu.cpus[0]
+
+    @property
+    def id(self) -> str:
+        """``cu130-py311-jetson-orin``: the variant, the Python and the GPU's name."""
+        slug = re.sub(r"[^a-z0-9]+", "-", self.gpu.name.lower()).strip("-")
+        return f"{self.variant}-py{self.python.replace('.', '')}-{slug}"
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "id": self.id,
+            "gpu": self.gpu.name,
+            "cc": self.gpu.cc,
+            "platform": self.platform,
+            "train": self.train,
+            "variant": self.variant,
+            "python": self.python,
+            "builder_image": self.builder_image,
+        }
+
+
+@dataclass(frozen=True)
 class PolicyTarget:
     """Where a release may go. ``local_server``: wheelwright starts a local index (rehearsals)."""
 
@@ -159,6 +199,8 @@ class Policy:
     notes: tuple[str, ...] = ()  # what the load noticed that is no error (keys unused by this matrix)
     # device code embedded as data (cubin/fatbin images in .rodata): the audit rejects or allows it
     embedded_device_code: RejectAllow = "reject"
+    # [[jetson]]: Jetson rows of their own, filled in or refused by coverage (release.coverage.jetson)
+    jetsons: tuple[JetsonRow, ...] = ()
 
     @property
     def variants(self) -> tuple[str, ...]:

@@ -210,3 +210,19 @@ def test_the_seeds_jetson_answer_automated(wheelhouse: Path, tmp_path: Path) -> 
     assert verdicts["Jetson Orin"].startswith("dead: torch 2.14.1 has no device code for 8.7")
     assert torch["dead"] == []  # not dead code as a list: sm_87 also runs on an L4 (8.9), which torch serves
     assert torch["taken"] == "8.0;9.0;10.0;11.0;12.0+PTX"  # filled in for Thor, nothing for Orin
+
+
+def test_the_example_jetson_rows_orin_refused_thor_filled(report: tuple[dict[str, Any], float]) -> None:
+    """examples/torchsaxpy/rows.toml's [[jetson]] rows, decided from the real aarch64 torch (same run)."""
+    data, _ = report
+    rows = {j["id"]: j for j in data["jetson_rows"]}
+    orin, thor = rows["cu130-py311-jetson-orin"], rows["cu130-py311-jetson-thor"]
+    wheel = real_torch_aarch64().name
+    assert (orin["verdict"], orin["gpu_archs"]) == ("refused", [])
+    assert orin["reason"].startswith(
+        f"torch 2.14.1 ({wheel}) has no device code for Jetson Orin (8.7): it carries"
+    )
+    assert "sm_110" in orin["reason"] and "sm_87" not in orin["reason"]
+    assert (thor["verdict"], thor["gpu_archs"]) == ("filled", ["11.0"])
+    assert thor["reason"].startswith(f"torch 2.14.1 runs on it (native, {wheel})")
+    assert [r.split(" (")[1].split(" ")[0] for r in orin["read"]] == [wheel]
