@@ -137,7 +137,7 @@ class BuildRecord:
     """``<wheel>.build.json``: how the wheel was built."""
 
     KIND: ClassVar[Kind] = "build"
-    VERSION: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 2  # 2: gpu_archs_source
     wheel: str
     sha256: str
     policy_sha256: str
