@@ -88,3 +88,17 @@ def test_rows_without_a_take_dependency_are_not_read() -> None:
         InputError, match=r"row cu130-py311-x86_64: \[\[dependency\]\] torch gpu_coverage = 'take'"
     ):
         take_lists(taking, (row,), env=env)  # must fail closed: no wheel of torch to take from
+
+
+def test_the_release_pipeline_resolves_take_rows_before_anything_runs(tmp_path: Path) -> None:
+    """run_release fails closed on a take row whose dependency wheel is missing, before any row is built."""
+    from release.pipeline import run_release
+
+    policy, row = _policy("take")
+    env = {"WHEELWRIGHT_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
+    with pytest.raises(
+        InputError, match=r"row cu130-py311-x86_64: \[\[dependency\]\] torch gpu_coverage = 'take'"
+    ):
+        run_release(policy, (row,), rehearsal=False, target_name="rehearsal", dist=tmp_path / "dist",
+                    cache_dir=tmp_path / "cache", host=row.platform, env=env)  # fmt: skip
+    assert not (tmp_path / "dist").exists()
