@@ -84,7 +84,9 @@ def test_a_passing_release_leads_with_the_grid_and_says_every_wheel_passed(tmp_p
     assert by_gpu["A100 8.0"] == "native*" and by_gpu["H100 / H200 9.0"] == "native*"
     assert by_gpu["B200 10.0"] == "ptx-jit" and by_gpu["T4 / RTX 20 7.5"] == "none"
     assert "Jetson Thor 11.0" not in by_gpu and "GH200 9.0" not in by_gpu  # an x86_64 wheel: its CPU's GPUs
-    assert len(root.find_all("td", "claimed")) == 2 and not root.find_all("small", "predicted")  # as predicted
+    assert len(root.find_all("td", "claimed")) == 2 and not root.find_all(
+        "small", "predicted"
+    )  # as predicted
 
     listed = root.find("ul", "cpu-wheels").find_all("li", "cpu-wheel")
     assert [li.text() for li in listed] == [f"{cpu.expectation.row_id}: {CPU.name} passed"]
