@@ -385,6 +385,7 @@ def test_a_lazily_loaded_kernels_library_is_loaded_and_proven(lazy: tuple[Policy
     assert (outcome.libcudart or "").endswith("/site-packages/nvidia/cu13/lib/libcudart.so.13")
 
 
+@pytest.mark.slow  # the lazysaxpy build is shared with the slow test above: made once a CI run
 def test_a_lazily_loaded_library_without_its_runpath_fails(
     lazy: tuple[Policy, Row, Path], tmp_path: Path
 ) -> None:
@@ -406,6 +407,7 @@ def test_a_lazily_loaded_library_without_its_runpath_fails(
     ), text
 
 
+@pytest.mark.slow  # the lazysaxpy build is shared with the slow test above: made once a CI run
 def test_a_cuda_wheel_without_its_kernels_library_fails(
     lazy: tuple[Policy, Row, Path], tmp_path: Path
 ) -> None:
@@ -419,6 +421,7 @@ def test_a_cuda_wheel_without_its_kernels_library_fails(
     ) in outcome.lines
 
 
+@pytest.mark.slow  # the lazysaxpy build is shared with the slow test above: made once a CI run
 def test_without_a_check_the_smoke_is_import_and_load_only(
     lazy: tuple[Policy, Row, Path], tmp_path: Path
 ) -> None:
