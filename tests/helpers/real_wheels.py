@@ -7,7 +7,9 @@ published wheels), and checks its sha256. When it cannot, the test fails, naming
 wheel and what to do; it is never skipped.
 
 Cache: ``$WHEELWRIGHT_CACHE/test-wheels`` (default ``~/.cache/wheelwright/test-wheels``).
-A file whose sha256 is wrong is removed and fetched again.
+A file whose sha256 is wrong is removed and fetched again. A file this process has already
+hashed and found right is not hashed again while its inode, size and modification time stay
+the same (the slow tier asks for the same 0.5 GB wheels dozens of times).
 """
 
 from __future__ import annotations
@@ -159,12 +161,34 @@ def _download_args(pin: Pin, requirements: Path, dest: Path) -> list[str]:
     return [*args, "--require-hashes", "-r", str(requirements), "--dest", str(dest)]
 
 
+# files this process hashed and found to be their pin: path -> (sha256, inode, size, mtime in ns)
+_VERIFIED: dict[Path, tuple[str, int, int, int]] = {}
+
+
+def _stamp(path: Path, sha256: str) -> tuple[str, int, int, int]:
+    st = path.stat()
+    return (sha256, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def is_pinned_file(path: Path, sha256: str) -> bool:
+    """Whether ``path`` holds the bytes of ``sha256``: hashed once per process, and again whenever the
+    file's inode, size or modification time differs from when it was hashed."""
+    if _VERIFIED.get(path) == _stamp(path, sha256):
+        return True
+    stamp = _stamp(path, sha256)
+    if sha256_of(path) != sha256:
+        _VERIFIED.pop(path, None)
+        return False
+    _VERIFIED[path] = stamp
+    return True
+
+
 def fetch(pin: Pin, *, into: Path | None = None) -> Path:
     """The pinned wheel in the cache, fetched first if absent or wrong. Raises FetchError."""
     folder = cache_dir() if into is None else into
     target = folder / pin.filename
     if target.is_file():
-        if sha256_of(target) == pin.sha256:
+        if is_pinned_file(target, pin.sha256):
             return target
         target.unlink()  # a damaged or different file: fetch it again
     folder.mkdir(parents=True, exist_ok=True)
