@@ -9,7 +9,7 @@ from release.policy.load import DEFAULT_POLICY
 from release.policy.matrix import Row
 from release.resources.cpus import is_foreign
 
-__all__ = ["build_hint", "rerun_hint", "step_hint"]
+__all__ = ["a_or_an", "build_hint", "rerun_hint", "step_hint"]
 
 
 def build_hint(row: Row, dist_dir: Path, policy_path: str | None = None, host: str | None = None) -> str:
@@ -48,3 +48,10 @@ def rerun_hint(kind: str, wheel: Path, row_id: str | None, *, policy: str | None
         return step_hint(kind, row_id, policy_path=policy)
     extra = " --record" if kind == "audit" else ""
     return step_hint(kind, f"{wheel} --row {row_id}{extra}", policy_path=policy)
+
+
+def a_or_an(word: str) -> str:
+    """``word`` with the article a reader says before it: "an aarch64", "an x86_64" (read "ex"),
+    "an s390x" (read "ess"), "a ppc64le", "a riscv64" (pure)."""
+    spoken_vowel = word[:1].lower() in "aeiou" or word.lower().startswith(("x86", "s390"))
+    return f"{'an' if spoken_vowel else 'a'} {word}"

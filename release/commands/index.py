@@ -53,6 +53,15 @@ def _variants(args: argparse.Namespace) -> list[str]:
     return sorted({row.variant for row in expand(load_policy(args.policy))})
 
 
+def _start_hint(args: argparse.Namespace) -> str:
+    """``python -m release index start`` with the user's own ``--root`` (and ``--policy``: the
+    variants it serves), so that run as printed it starts the index this command looked for (pure)."""
+    from release.hints import step_hint
+
+    root = "" if Path(args.root) == Path(DEFAULT_ROOT) else f" --root {args.root}"
+    return step_hint("index", f"start{root}", policy_path=args.policy)
+
+
 def run(args: argparse.Namespace) -> int:
     from release.publish.index import local as local_index
     from release.publish.index import server as index_server
@@ -63,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             index = local_index.attach(root)
         except StepFailed:
             print(json.dumps({"root": str(root.resolve()), "running": False}, indent=2, sort_keys=True))
-            log.info(f"no local index is running under {root} (start one: python -m release index start)")
+            log.info(f"no local index is running under {root} (start one: {_start_hint(args)})")
             return 0
         state = {
             "root": str(index.root_dir),

@@ -50,6 +50,7 @@ def resolve_rows(
     platform: str | None = None,
     pr: bool = False,
     offered: Offered | None = None,
+    platform_from: str | None = None,
 ) -> tuple[Row, ...]:
     from release.policy.matrix import check_offered, expand, pick_pr_row, select
     from release.resources.cpus import host_arch
@@ -61,7 +62,7 @@ def resolve_rows(
         if patterns:
             raise SelectionError("--pr chooses its one row by preference; drop the row globs")
         return (pick_pr_row(rows, platform or host_arch(), offered),)
-    return select(policy, rows, patterns=tuple(patterns), platform=platform)
+    return select(policy, rows, patterns=tuple(patterns), platform=platform, platform_from=platform_from)
 
 
 def add_selection(p: argparse.ArgumentParser) -> None:
@@ -196,5 +197,6 @@ def rows_from_args(args: argparse.Namespace) -> tuple[Policy, tuple[Row, ...]]:
         ),
         pr=args.pr,
         offered=_load_offered(args.offered),
+        platform_from=ARCH_ENV if not args.platform and os.environ.get(ARCH_ENV) else None,
     )
     return policy, rows

@@ -50,7 +50,7 @@ def render_plan(rows: Sequence[Row]) -> str:
     out.append("  ".join("-" * w for w in widths))
     out += ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
     n_cuda = sum(r.is_cuda for r in rows)
-    out.append(f"{len(rows)} rows: {n_cuda} CUDA, {len(rows) - n_cuda} CPU")
+    out.append(f"{len(rows)} row{'s' if len(rows) != 1 else ''}: {n_cuda} CUDA, {len(rows) - n_cuda} CPU")
     out += [f"{r.id}: gpu archs taken from {r.gpu_archs_source}" for r in rows if r.gpu_archs_source]
     return "\n".join(line.rstrip() for line in out)
 

@@ -276,21 +276,26 @@ def select(
     *,
     patterns: tuple[str, ...] = (),
     platform: str | None = None,
+    platform_from: str | None = None,
 ) -> tuple[Row, ...]:
     """Rows whose id (or alias: :attr:`Row.aliases`) matches any glob (all when none), whole or
     by its leading parts (:func:`_matches`), or whose cibuildwheel identifier
     (``cp312-manylinux_x86_64``: every variant of that Python and arch) matches one whole, on
     ``platform`` when given.
 
-    Asking for an excluded platform or Python fails with the exclusion's reason.
+    Asking for an excluded platform or Python fails with the exclusion's reason. ``platform_from``:
+    the environment variable that gave ``platform`` (None: the command line), named in the refusal.
     """
     if platform is not None:
+        given = f"{platform_from}={platform}: " if platform_from else ""
+        unset = f"; unset {platform_from} (or set it to all, or to one of them)" if platform_from else ""
         ex = policy.exclusion("platform", platform)
         if ex:
-            raise SelectionError(f"platform {platform!r} is excluded: {ex.reason}")
+            raise SelectionError(f"{given}platform {platform!r} is excluded: {ex.reason}{unset}")
         if platform not in policy.platforms:
             raise SelectionError(
-                f"platform {platform!r} is not in {policy.path} matrix.platforms ({', '.join(policy.platforms)})"
+                f"{given}platform {platform!r} is not in {policy.path} matrix.platforms "
+                f"({', '.join(policy.platforms)}){unset}"
             )
     for pattern in patterns:
         for ex in policy.exclusions:
@@ -308,11 +313,16 @@ def select(
         )
     )
     if not chosen:
+        from release.policy.load import DEFAULT_POLICY
+
         wanted = ", ".join(patterns) or "*"
+        plan = "python -m release plan" + (
+            f" --policy {policy.path}" if policy.path != DEFAULT_POLICY else ""
+        )
         raise SelectionError(
             f"no row matches {wanted!r}"
             + (f" on {platform}" if platform else "")
-            + "; `python -m release plan` lists the row ids"
+            + f"; `{plan}` lists the row ids"
         )
     return chosen
 

@@ -20,6 +20,7 @@ from packaging.utils import (
 )
 
 from release.core.errors import CheckFailed, InputError
+from release.hints import a_or_an
 from release.policy.matrix import Row
 from release.policy.model import Policy
 from release.publish.index.client import Fetch, read_project, redact_url, resolve_simple_url
@@ -91,7 +92,7 @@ def _describe(finding: ChannelFinding) -> str:
     seen = ", ".join(finding.arches_seen) or "no wheels at all"
     return (
         f"{finding.package}: channel {redact_url(finding.index_url)} publishes no wheel usable on "
-        f"{finding.platform} (it has: {seen}); a {finding.platform} row depending on it would fail "
+        f"{finding.platform} (it has: {seen}); {a_or_an(finding.platform)} row depending on it would fail "
         f"to install. Declare another channel for {finding.platform} for {finding.package}"
     )
 

@@ -43,6 +43,7 @@ from typing import NotRequired, Required, TypedDict, Unpack
 
 from release.core.errors import InputError, ToolError
 from release.core.machine import find_python
+from release.hints import a_or_an
 from release.policy.matrix import Row
 from release.policy.model import Policy
 from release.resources.cpus import host_arch
@@ -164,7 +165,7 @@ def _setup(
         if problem is not None:
             raise ToolError(
                 f"row {row.id} is for {row.platform} and this machine is {here.host}: {problem}; or build "
-                f"it on a {row.platform} machine, or with --backend container where an engine (and QEMU) works"
+                f"it on {a_or_an(row.platform)} machine, or with --backend container where an engine (and QEMU) works"
             )
         notes = (*notes, cross_note(row))
     toolchain = resolve_toolchain(row, env=base, cache_dir=cache_dir, install=install)
@@ -174,7 +175,7 @@ def _setup(
         raise ToolError(
             f"row {row.id} cannot be cross-compiled on this {here.host} machine: {problem} "
             f"({system.source}); build it with --backend container (its {row.platform} builder image, under "
-            f"emulation here) or on a {row.platform} machine"
+            f"emulation here) or on {a_or_an(row.platform)} machine"
         )
     spec = env_spec(python, system.requires, pins, cache_dir)
     prepare: list[str] = []
@@ -186,7 +187,7 @@ def _setup(
         )
         if toolchain is not None:
             prepare.append(
-                f"lay a {row.platform} CUDA_HOME over {toolchain.cuda_home} with {runtime_pin(row)} for "
+                f"lay {a_or_an(row.platform)} CUDA_HOME over {toolchain.cuda_home} with {runtime_pin(row)} for "
                 f"{row.platform} (once, in the cache)"
             )
     prepare.append(

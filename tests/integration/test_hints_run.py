@@ -138,6 +138,30 @@ def test_an_unknown_rows_hint_lists_the_users_policys_rows(tmp_path: Path) -> No
     assert ran.returncode == 0 and ROW in ran.stdout, ran.stdout + ran.stderr
 
 
+def test_a_selection_that_matches_no_row_names_the_plan_of_the_users_policy() -> None:
+    refused = release("plan", "zzz", "--policy", POLICY)
+    assert refused.returncode == 2, refused.stderr
+    (hint,) = printed(refused)
+    assert hint == f"python -m release plan --policy {POLICY}"
+    ran = run_as_printed(hint)
+    assert ran.returncode == 0 and ROW in ran.stdout, ran.stdout + ran.stderr
+
+
+def test_index_statuss_hint_starts_the_index_it_looked_for(tmp_path: Path) -> None:
+    root = tmp_path / "myindex"
+    status = release("index", "status", "--root", str(root), "--policy", POLICY)
+    assert status.returncode == 0 and '"running": false' in status.stdout, status.stdout + status.stderr
+    (hint,) = printed(status)
+    assert hint == f"python -m release index start --root {root} --policy {POLICY}"
+    ran = run_as_printed(hint)
+    try:
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        again = release("index", "status", "--root", str(root))
+        assert '"running": true' in again.stdout, again.stdout + again.stderr
+    finally:
+        assert release("index", "stop", "--root", str(root)).returncode == 0
+
+
 def test_a_missing_wheels_nox_hint_builds_it_where_the_step_looks(tmp_path: Path) -> None:
     """The same refusal's nox form, ``(WHEELWRIGHT_POLICY=P nox -s build-... -- --dist D)``, run as printed."""
     empty = tmp_path / "noxdist"
@@ -169,16 +193,12 @@ HINT_SITES: dict[tuple[str, str], str] = {
     ("release/hints.py", "nox -s build-"): "test_a_missing_wheels_nox_hint_builds_it_where_the_step_looks",
     ("release/hints.py", "`python -m release "): "test_smokes_refusal_names_the_audit_of_the_same_wheel, "
     "test_audits_refusal_of_a_changed_wheel_names_the_build_of_the_same_row, "
+    "test_index_statuss_hint_starts_the_index_it_looked_for, "
     "test_smoke_of_a_wheel_audited_standalone_names_the_rows_audit",
     (
         "release/commands/audit.py",
         "python -m release plan",
     ): "test_an_unknown_rows_hint_lists_the_users_policys_rows",
-    (
-        "release/commands/index.py",
-        " (start one: python -m release index start)",
-    ): "not run: the index command's "
-    "(release/commands/index.py, another engineer's); it leaves out the user's --root",
     (
         "release/coverage/run.py",
         ": its wheel was not read (plan --coverage",
@@ -191,9 +211,8 @@ HINT_SITES: dict[tuple[str, str], str] = {
     ): "not a hint: says what build does not do",
     (
         "release/policy/matrix.py",
-        "; `python -m release plan` lists the row ids",
-    ): "not run: policy/matrix.py's; "
-    "it leaves out the user's --policy (the audit command's own hint names it)",
+        "python -m release plan",
+    ): "test_a_selection_that_matches_no_row_names_the_plan_of_the_users_policy",
     (
         "release/publish/guards/plan.py",
         ": audited against a variant, not a row (--variant); audit it as its row (python -m release",

@@ -39,14 +39,12 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
             ok(
                 CHECK,
                 CPU_RULES,
-                details={
-                    "rules": [
-                        "no device code in any library",
-                        "no CUDA package declared",
-                        "no CUDA library linked",
-                    ],
-                    "elf_files": [lib.path for lib in inspected],
-                },
+                rules=[
+                    "no device code in any library",
+                    "no CUDA package declared",
+                    "no CUDA library linked",
+                ],
+                elf_files=[lib.path for lib in inspected],
             )
         )
         return findings
@@ -78,7 +76,7 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
                 f"none of the {len(inspected)} inspected ELF files carries device code (a .nv_fatbin or "
                 f"__nv_relfatbin section, a .cubin/.fatbin/.ptx file, an image embedded as data): a {variant} "
                 f"wheel without device code runs on no GPU; {HOST_ONLY_HINT}",
-                details={"elf_files": [lib.path for lib in inspected]},
+                elf_files=[lib.path for lib in inspected],
             )
         )
         return findings
@@ -88,10 +86,8 @@ def check(contents: Contents, expectation: Expectation) -> list[Finding]:
             f"{len(inspected)} ELF file{'s' if len(inspected) != 1 else ''} inspected; "
             f"{len(device)} carr{'ies' if len(device) == 1 else 'y'} device code: "
             + ", ".join(lib.path for lib in device),
-            details={
-                "elf_files": [lib.path for lib in inspected],
-                "device_code": [lib.path for lib in device],
-            },
+            elf_files=[lib.path for lib in inspected],
+            device_code=[lib.path for lib in device],
         )
     )
     return findings

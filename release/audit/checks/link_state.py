@@ -24,7 +24,8 @@ def cannot_load(lib: Library, check: str) -> Finding:
         f"{lib.name} cannot be loaded: it carries {only}relocatable device code (__nv_relfatbin: {names}) that "
         f"was never device-linked, and its host code calls {lib.link_needs[0]}"
         + (f" (and {len(lib.link_needs) - 1} more)" if len(lib.link_needs) > 1 else "")
-        + ", which no file of the wheel defines: loading it fails with 'undefined symbol'; device-link it "
+        + ", which neither it nor a library of its NEEDED closure (found through its RPATH/RUNPATH, as the "
+        "loader finds them) defines: loading it fails with 'undefined symbol'; device-link it "
         "(nvcc -dlink, or link with nvcc -rdc=true; CMake: CUDA_RESOLVE_DEVICE_SYMBOLS ON)",
         lib.path,
         link_needs=list(lib.link_needs),
