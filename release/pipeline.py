@@ -312,10 +312,48 @@ def run_release(
 
     run_rows(todo, jobs, work)
     title = f"Audit of the {policy.project.name} release ({target_name})"
-    html = _release_page(todo, dist, lambda results: render_release_html(results, title=title))
+    commit = checkout_commit(policy.source.parent / policy.project.path, env)
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+    def render(results: Sequence[AuditResult]) -> str:  # the summary as the terminal prints it now
+        return render_release_html(
+            results, title=title, summary=page_summary(reports), commit=commit, date=date
+        )
+
+    html = _release_page(todo, dist, render)  # before publish too: a publish that stops leaves the page
     published, install = _publish(policy, todo, target_name=target_name, dist=dist, env=env, rehearsal=rehearsal,
                                   publish=publish, cache_dir=cache_dir, jobs=jobs)  # fmt: skip
+    html = _release_page(todo, dist, render)  # again with each row's publish
     return ReleaseOutcome(reports, install, published, html)
+
+
+def page_summary(reports: Sequence[RowReport]) -> str:
+    """The release page's opening text: the terminal's summary of the rows that ran (built, audited,
+    smoke-tested, published) and the rows left out and why, as ``release`` prints them (pure)."""
+    from release.summary import left_out_lines, render_summary
+
+    text = render_summary(reports)
+    out = left_out_lines(reports)
+    if out:
+        text += f"\n\n{sum(r.left_out for r in reports)} row(s) not built on this machine:\n" + "\n".join(out)
+    return text
+
+
+def checkout_commit(folder: Path, env: Mapping[str, str]) -> str | None:
+    """``git rev-parse --short HEAD`` of the checkout holding ``folder`` (the project's); None when it
+    is not a git checkout, or git is missing or does not answer within 30 s."""
+    try:
+        done = run(
+            ["git", "-C", str(folder), "rev-parse", "--short", "HEAD"],
+            env=dict(env),
+            check=False,
+            timeout=30,
+            step="reading the project's commit",
+        )
+    except (ToolError, StepFailed):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and commit else None
 
 
 def _release_page(

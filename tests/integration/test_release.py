@@ -4,8 +4,11 @@ working tree means nothing starts."""
 from __future__ import annotations
 
 import dataclasses
+import html
 import os
+import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -131,6 +134,19 @@ def test_a_failing_check_is_a_fail_line_with_the_projects_traceback(tmp_path: Pa
     table = proc.stdout.split("\n\n")[0]
     assert f"cpu-py312-{host_arch()}" in table and OTHER_ARCH not in table
     assert f"  2 rows, cpu/cu130 × py3.12 on {OTHER_ARCH}: this machine is {host_arch()}" in proc.stdout
+    # the release page opens with that summary (each row's line, the rows left out), the commit, the date
+    page = (repo / "dist" / "audit.html").read_text(encoding="utf-8")
+    opening = page[page.index('<section id="summary">') : page.index("</section>")]
+    assert page.index('<section id="summary">') < page.index('id="reports"')
+    shown = html.unescape(re.sub(r"<[^>]+>", "", opening))
+    row_line = next(line for line in proc.stdout.splitlines() if line.startswith(f"cpu-py312-{host_arch()}"))
+    assert row_line in shown and "not published" in row_line, shown
+    assert f"2 rows, cpu/cu130 × py3.12 on {OTHER_ARCH}: this machine is {host_arch()}" in shown, shown
+    commit = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+    )
+    assert f"commit {commit.stdout.strip()}" in shown, shown
+    assert time.strftime("%Y-%m-%d", time.gmtime()) in shown and " UTC" in shown, shown
 
 
 @pytest.fixture(scope="module")
