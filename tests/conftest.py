@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.durations import ModuleTime, add, summary_lines
 from helpers.index import VARIANTS, FaultProxy, InstallVenv, TinyWheelFactory, build_tiny_wheel
 from helpers.proc import python_m
 
@@ -19,6 +20,27 @@ def pytest_configure(config: pytest.Config) -> None:
     """Off for the whole session, module- and session-scoped fixtures' processes included (the autouse
     fixture below restores it after a test that turns it on)."""
     os.environ["WHEELWRIGHT_CPP_CACHE"] = "0"
+
+
+MODULE_TIMES: dict[str, ModuleTime] = {}
+COSTLIEST_MODULES = 10
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each test's setup, call and teardown seconds, added to its module's (printed at the end)."""
+    add(MODULE_TIMES, report.nodeid, report.when, report.duration)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """After pytest's slowest tests, the costliest modules with their fixtures, and each folder's total:
+    where a tier's time went (docs/ci.md). Not for a run of one module."""
+    if len(MODULE_TIMES) < 2:
+        return
+    shown = min(COSTLIEST_MODULES, len(MODULE_TIMES))
+    terminalreporter.write_sep("=", f"costliest {shown} test modules (setup + call + teardown)")
+    for line in summary_lines(MODULE_TIMES, COSTLIEST_MODULES):
+        terminalreporter.write_line(line)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

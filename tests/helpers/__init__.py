@@ -6,6 +6,7 @@ test imports ``from helpers.<module> import name``.
   dataclasses; no file is read).
 - ``chromium``: a real headless Chromium for the HTML reports, and the DOM it rendered as a tree.
 - ``container``: the container tests' engine (configured as the stand-in images need) and their skip.
+- ``durations``: where a run's time went, by test module (the summary tests/conftest.py prints).
 - ``elf``: real shared libraries linked on the spot by gcc, and wheels zipped around them.
 - ``index``: publishing helpers: real wheels rewrapped from the audit's fixture wheels, their
   records, the fixture policy, a local index's variants, a venv to install into, a fault proxy
