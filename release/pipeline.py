@@ -285,7 +285,7 @@ def run_release(
             house = wheelhouse_for(cache_dir, row.variant, index_url=None, extra_index_urls=channels)
             outcome, _record = smoke_step(
                 row, policy.project, rep.wheel, pythons, policy_sha256=psha, extra_index_urls=channels,
-                env=env, timeouts=smoke_timeouts, wheelhouse=house if rehearsal else None,
+                env=env, timeouts=smoke_timeouts, wheelhouse=house if rehearsal else None, policy_path=policy.path,
             )  # fmt: skip
             if not outcome.passed:
                 failing = [line for line in outcome.lines if not line.startswith(("✓", "- "))]

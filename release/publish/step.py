@@ -135,18 +135,29 @@ class Unready(list[str]):
 
 
 def _chained(
-    wheel: Path, cls: type[records.R], *, sha256: str, row: Row, policy_sha256: str, problems: Unready
+    wheel: Path,
+    cls: type[records.R],
+    *,
+    sha256: str,
+    row: Row,
+    policy_sha256: str,
+    problems: Unready,
+    policy_path: str | None = None,
 ) -> records.R | None:
-    """The wheel's record of this kind when it lets publish go on; else None, with the problem."""
+    """The wheel's record of this kind when it lets publish go on; else None, with the problem, whose
+    hint repeats the user's ``--policy`` and ``--dist`` (:func:`release.hints.rerun_hint`)."""
+    from release.hints import rerun_hint
+
     try:
         record = records.read(wheel, cls)
     except InputError as exc:
         problems.append(ruled("record-chain", str(exc)))
         problems.bad_input += 1
         return None
+    rerun = rerun_hint(cls.KIND, wheel, row.id, policy=policy_path, variant=row.variant)
     why = records.chain_problem(
         record, cls, filename=wheel.name, sha256=sha256, step="publish", row_id=row.id,
-        policy_sha256=policy_sha256,
+        policy_sha256=policy_sha256, rerun=rerun,
     )  # fmt: skip
     if why is not None:
         problems.append(ruled("record-chain", why))
@@ -170,11 +181,13 @@ def check_ready(
         wheel = found[0]
         sha = sha256_file(wheel)
         audit = _chained(
-            wheel, records.AuditRecord, sha256=sha, row=row, policy_sha256=policy_sha256, problems=problems
-        )
+            wheel, records.AuditRecord, sha256=sha, row=row, policy_sha256=policy_sha256, problems=problems,
+            policy_path=policy_path,
+        )  # fmt: skip
         smoke = _chained(
-            wheel, records.SmokeRecord, sha256=sha, row=row, policy_sha256=policy_sha256, problems=problems
-        )
+            wheel, records.SmokeRecord, sha256=sha, row=row, policy_sha256=policy_sha256, problems=problems,
+            policy_path=policy_path,
+        )  # fmt: skip
         if audit is not None and smoke is not None:
             ready.append(Ready(row, wheel, audit, smoke))
     return ready, problems

@@ -421,6 +421,7 @@ def smoke_step(
     timeouts: Timeouts | None = None,
     wheelhouse: Wheelhouse | Path | None = None,
     audited: bool = True,
+    policy_path: str | None = None,
 ) -> tuple[Outcome, Path | None]:
     """The smoke step of a row's wheel: its passing audit record first (bound to these bytes,
     this row and this policy), then a fresh smoke on each of ``pythons`` (version -> interpreter:
@@ -428,12 +429,15 @@ def smoke_step(
     a failed or stopped rerun never leaves a stale pass behind.
 
     ``audited=False`` (``smoke --unaudited``): no audit record is required and none is written
-    (the record path is None), so a run of a wheel that failed its audit can never feed a publish."""
+    (the record path is None), so a run of a wheel that failed its audit can never feed a publish.
+    ``policy_path``: the policy as the user gave it, repeated in a refusal's hint (None: the build
+    record's)."""
     sha = sha256_file(wheel)
     if audited:
         records.require(
-            wheel, records.AuditRecord, step="smoke", row_id=row.id, policy_sha256=policy_sha256, sha256=sha
-        )
+            wheel, records.AuditRecord, step="smoke", row_id=row.id, policy_sha256=policy_sha256, sha256=sha,
+            policy_path=policy_path,
+        )  # fmt: skip
     records.remove(wheel, "smoke")
     runs: list[tuple[str, Outcome]] = []
     for version, python in pythons.items():

@@ -138,6 +138,40 @@ def test_an_unknown_rows_hint_lists_the_users_policys_rows(tmp_path: Path) -> No
     assert ran.returncode == 0 and ROW in ran.stdout, ran.stdout + ran.stderr
 
 
+def test_publishs_refusal_names_the_audit_and_smoke_of_the_same_wheel(dist: Path) -> None:
+    """Publish's own record-chain refusals (release/publish/step.py) repeat --policy and --dist:
+    run as printed, in order, they make the records publish reads, where it reads them."""
+    argv = ("publish", ROW, "--rehearsal", "--check-only", "--policy", POLICY, "--dist", str(dist))
+    refused = release(*argv)
+    assert refused.returncode == 1 and "not ready" in refused.stderr, refused.stderr
+    assert printed(refused) == [
+        f"python -m release {step} {ROW} --policy {POLICY} --dist {dist}" for step in ("audit", "smoke")
+    ]
+    for hint in printed(refused):
+        ran = run_as_printed(hint)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+    again = release(*argv)
+    assert "record-chain" not in again.stderr, again.stderr
+
+
+def test_the_smoke_steps_refusal_names_the_policy_it_was_given(dist: Path) -> None:
+    """smoke_step (release/smoke/run.py) hands its caller's policy to the refusal: without a build
+    record to fall back on, the hint still names the user's --policy."""
+    from release.core.errors import CheckFailed
+    from release.policy.load import load_policy
+    from release.policy.matrix import expand
+    from release.records import policy_sha256
+    from release.smoke.run import smoke_step
+
+    policy = load_policy(POLICY)
+    (row,) = [r for r in expand(policy) if r.id == ROW]
+    (wheel,) = (dist / "cpu").glob("*.whl")
+    (wheel.parent / f"{wheel.name}.build.json").unlink()
+    with pytest.raises(CheckFailed) as refused:
+        smoke_step(row, policy.project, wheel, {}, policy_sha256=policy_sha256(policy), policy_path=POLICY)
+    assert f"`python -m release audit {ROW} --policy {POLICY} --dist {dist}`" in str(refused.value)
+
+
 def test_a_selection_that_matches_no_row_names_the_plan_of_the_users_policy() -> None:
     refused = release("plan", "zzz", "--policy", POLICY)
     assert refused.returncode == 2, refused.stderr
@@ -194,6 +228,7 @@ HINT_SITES: dict[tuple[str, str], str] = {
     ("release/hints.py", "`python -m release "): "test_smokes_refusal_names_the_audit_of_the_same_wheel, "
     "test_audits_refusal_of_a_changed_wheel_names_the_build_of_the_same_row, "
     "test_index_statuss_hint_starts_the_index_it_looked_for, "
+    "test_publishs_refusal_names_the_audit_and_smoke_of_the_same_wheel, "
     "test_smoke_of_a_wheel_audited_standalone_names_the_rows_audit",
     (
         "release/commands/audit.py",
