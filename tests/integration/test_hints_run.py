@@ -250,8 +250,9 @@ HINT_SITES: dict[tuple[str, str], str] = {
     ): "test_a_selection_that_matches_no_row_names_the_plan_of_the_users_policy",
     (
         "release/publish/guards/plan.py",
-        ": audited against a variant, not a row (--variant); audit it as its row (python -m release",
-    ): "not run: publish's; it leaves out --policy/--dist",
+        "python -m release audit ROW",
+    ): "not run: ROW a placeholder, used when the caller gives no rerun= (release/publish/dist_wheels.py "
+    "gives none yet: another engineer's file)",
     (
         "release/publish/guards/readback.py",
         "read it back again (rerun the same command, or python -m release verify)",

@@ -29,6 +29,7 @@ from release.publish.guards.plan import (
     resolve_credentials,
     twine_command,
     twine_env,
+    unexpected_problem,
     verify_published,
 )
 from release.publish.guards.readback import served_problem
@@ -129,8 +130,7 @@ def test_verify_published_both_ways() -> None:
     problems = verify_published(local, {W1: "1" * 64, "wwdemo-1.5.0+cu130-py3-none-any.whl": "3" * 64})
     assert problems == [
         f"{W2}: not on the index after uploading [rule: read-back]",
-        "wwdemo-1.5.0+cu130-py3-none-any.whl: on the index for this release's version but not in the "
-        "audited set; remove it from the index or add its row to the release [rule: release-set]",
+        unexpected_problem("wwdemo-1.5.0+cu130-py3-none-any.whl"),
     ]
     assert "the index already holds" in verify_published(local, {W1: "1" * 64, W2: "f" * 64})[0]
 

@@ -134,17 +134,34 @@ class PublishPlan:
     def ok(self) -> bool:
         return not self.conflicts and not self.unexpected
 
-    def problems(self) -> list[str]:
+    def problems(self, *, where: str | None = None, local_folder: Path | None = None) -> list[str]:
+        """Each conflict and each unexpected file, said with the fix; ``where``: the index's URL,
+        ``local_folder``: the folder of a local index's files (both named when given)."""
         out = [c.describe() for c in self.conflicts]
-        out += [
-            ruled(
-                "release-set",
-                f"{name}: on the index for this release's version but not in the audited set; "
-                "remove it from the index or add its row to the release",
-            )
-            for name in self.unexpected
-        ]
+        out += [unexpected_problem(name, where=where, local_folder=local_folder) for name in self.unexpected]
         return out
+
+
+def unexpected_problem(name: str, *, where: str | None = None, local_folder: Path | None = None) -> str:
+    """The ``release-set`` refusal of ``name``, a file of this release's version on the index that is
+    not among the audited wheels: which index, which file, and the three ways out (pure)."""
+    try:
+        index = f"the {records.wheel_variant(name)} index"
+    except InputError:  # an sdist, or no wheel name: no variant to name
+        index = "the index"
+    if local_folder is not None:
+        remove = (
+            f"this is the local rehearsal index: remove {local_folder / name} (the folder it serves; a whole "
+            "release --rehearsal empties it first)"
+        )
+    else:
+        remove = f"remove {name} from {index} (a local rehearsal index serves it from its packages/ folder)"
+    return ruled(
+        "release-set",
+        f"{name}: on the index for this release's version but not in the audited set ({index}"
+        f"{f', {where}' if where else ''}: an index holds exactly the release's files); {remove}; or publish "
+        "its row too; or, if that file was released, bump the version and rebuild",
+    )
 
 
 @dataclass(frozen=True)
@@ -224,6 +241,7 @@ def check_audit_record(
     policy_sha256: str,
     variant: str | None = None,
     row_id: str | None = None,
+    rerun: str | None = None,
 ) -> str | None:
     """Why ``record`` does not let ``filename`` be published, or None when it does (pure).
 
@@ -231,7 +249,9 @@ def check_audit_record(
     reader), or None. The chain's rule (:func:`release.records.chain_problem`: this file, these
     bytes, this policy, this row when ``row_id`` is given, passed), plus what publishing needs:
     a row, and the index's variant. Passing here is necessary, never enough: publish audits the
-    bytes again (:mod:`release.publish.guards.reverify`).
+    bytes again (:mod:`release.publish.guards.reverify`). ``rerun``: the audit command to name, with
+    the user's own options (:func:`release.hints.rerun_hint`); None: ``python -m release audit ROW``,
+    ROW a placeholder.
     """
     if record is not None and not isinstance(record, AuditRecord):
         try:
@@ -246,6 +266,7 @@ def check_audit_record(
         step="publish",
         row_id=row_id,
         policy_sha256=policy_sha256,
+        rerun=rerun,
     )
     if problem is not None or record is None:
         return ruled("record-chain", str(problem))
@@ -253,7 +274,7 @@ def check_audit_record(
         return ruled(
             "record-chain",
             f"{filename}: audited against a variant, not a row (--variant); audit it as its row "
-            "(python -m release audit ROW) to publish it",
+            f"({rerun or 'python -m release audit ROW'}) to publish it",
         )
     if variant is not None and record.variant != variant:
         return ruled(
