@@ -102,24 +102,32 @@ def make_mirrors(mirrors: Mapping[str, tuple[str, tuple[str, ...]]]) -> None:
                 (folder / entry.name).symlink_to(entry)
 
 
-def pip_headers(job: HostJob, spec: EnvSpec) -> dict[str, str]:
-    """CPATH with the include folders of the CUDA packages ``spec``'s environment holds (reads them)."""
+def row_env(job: HostJob) -> dict[str, str]:
+    """The inherited environment with the row's changes applied (pure): the math libraries' include
+    folder first on ``CPATH``, ``LIBRARY_PATH`` and CMake's search paths."""
+    changes = build_env_changes(
+        job.row, job.toolchain, kernel_cache=job.kernel_cache, project_name=job.project_name
+    )
+    return changes.apply(job.base)
+
+
+def pip_headers(job: HostJob, spec: EnvSpec, cpath: str | None) -> dict[str, str]:
+    """``cpath`` (the row's, from :func:`row_env`: the math libraries' include first), then the include
+    folders of the CUDA packages ``spec``'s environment holds (reads them)."""
     if not job.row.is_cuda or job.row.train is None:
         return {}
     major, minor = job.python.version.split(".")[:2]
     site = spec.folder / "lib" / f"python{major}.{minor}" / "site-packages"
     present = [str(p.relative_to(site)) for p in sorted(site.glob("nvidia/*/include")) if p.is_dir()]
     dirs = pip_cuda_include_dirs(int(job.row.train.split(".")[0]), present)
-    return pip_cuda_headers(job.row, str(site), dirs, job.base.get("CPATH"))
+    return pip_cuda_headers(job.row, str(site), dirs, cpath)
 
 
 def build_environment(job: HostJob, work: Path) -> dict[str, str]:
     """The environment the backend runs in: the row's changes, no pip configuration,
     SOURCE_DATE_EPOCH, a CPU row's CUDA hidden, the build environment's scripts first."""
-    changes = build_env_changes(
-        job.row, job.toolchain, kernel_cache=job.kernel_cache, project_name=job.project_name
-    )
-    env = {**changes.apply(job.base), **NO_PIP_CONFIG, **pip_headers(job, job.env)}
+    changed = row_env(job)
+    env = {**changed, **NO_PIP_CONFIG, **pip_headers(job, job.env, changed.get("CPATH"))}
     if job.epoch:
         env["SOURCE_DATE_EPOCH"] = job.epoch
     if not job.row.is_cuda:
@@ -220,7 +228,7 @@ def _compile_in_env(job: HostJob, command: Command, env: dict[str, str], log: Pa
         env = {
             **env,
             "PATH": env["PATH"].replace(str(job.env.bin_dir), str(spec.bin_dir), 1),
-            **pip_headers(job, spec),
+            **pip_headers(job, spec, row_env(job).get("CPATH")),
         }
         _code, output = run_logged(row, command, argv, env, log, job.cache_dir)
     hits = _KERNEL_CACHE_RE.findall(output)
