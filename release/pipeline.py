@@ -34,7 +34,7 @@ from release.policy.model import Policy
 from release.policy.versions import version_key
 from release.resources.cpus import is_foreign
 from release.schedule import prepare_shared, run_rows
-from release.summary import STEPS, failure_block, first_line, row_title, step_line
+from release.summary import STEPS, failure_block, first_line, left_out_lines, row_title, step_line
 
 if TYPE_CHECKING:
     from release.audit.model import AuditResult
@@ -196,12 +196,13 @@ def run_release(
     passed every step; then check what pip and uv pick from the published indexes."""
     from release import records
     from release.audit.claim import row_expectation
-    from release.audit.report.release_page import render_release_html
+    from release.audit.report.release_page import render_release_html, run_summary
     from release.audit.step import audit_step
     from release.coverage.take import take_lists
     from release.policy.targets import DEFAULT_INDEX
     from release.publish.channels import rules_for
     from release.publish.index.client import resolve_simple_url
+    from release.publish.manifest import source_commit
     from release.smoke.run import smoke_pythons, smoke_step
     from release.smoke.wheelhouse import wheelhouse_for
     from release.wheelbuild.run import build_row
@@ -223,8 +224,6 @@ def run_release(
         else:
             todo.append(rep)
     if not todo:
-        from release.summary import left_out_lines
-
         why = "\n".join(left_out_lines(reports))
         raise CheckFailed(f"no row of the selection can be built here; nothing to release:\n{why}")
     if policy.dependencies:
@@ -311,49 +310,19 @@ def run_release(
             log.folded(row_title(row.id, rep.status, rep.times), rep.log)
 
     run_rows(todo, jobs, work)
-    title = f"Audit of the {policy.project.name} release ({target_name})"
-    commit = checkout_commit(policy.source.parent / policy.project.path, env)
-    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
-    def render(results: Sequence[AuditResult]) -> str:  # the summary as the terminal prints it now
+    def render(results: Sequence[AuditResult]) -> str:  # the run's summary as the terminal prints it now
         return render_release_html(
-            results, title=title, summary=page_summary(reports), commit=commit, date=date
-        )
+            results, title=f"Audit of the {policy.project.name} release ({target_name})", summary=run_summary(reports),
+            commit=source_commit(policy.source.parent / policy.project.path, env),  # the manifest's commit
+            date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        )  # fmt: skip
 
     html = _release_page(todo, dist, render)  # before publish too: a publish that stops leaves the page
     published, install = _publish(policy, todo, target_name=target_name, dist=dist, env=env, rehearsal=rehearsal,
                                   publish=publish, cache_dir=cache_dir, jobs=jobs)  # fmt: skip
     html = _release_page(todo, dist, render)  # again with each row's publish
     return ReleaseOutcome(reports, install, published, html)
-
-
-def page_summary(reports: Sequence[RowReport]) -> str:
-    """The release page's opening text: the terminal's summary of the rows that ran (built, audited,
-    smoke-tested, published) and the rows left out and why, as ``release`` prints them (pure)."""
-    from release.summary import left_out_lines, render_summary
-
-    text = render_summary(reports)
-    out = left_out_lines(reports)
-    if out:
-        text += f"\n\n{sum(r.left_out for r in reports)} row(s) not built on this machine:\n" + "\n".join(out)
-    return text
-
-
-def checkout_commit(folder: Path, env: Mapping[str, str]) -> str | None:
-    """``git rev-parse --short HEAD`` of the checkout holding ``folder`` (the project's); None when it
-    is not a git checkout, or git is missing or does not answer within 30 s."""
-    try:
-        done = run(
-            ["git", "-C", str(folder), "rev-parse", "--short", "HEAD"],
-            env=dict(env),
-            check=False,
-            timeout=30,
-            step="reading the project's commit",
-        )
-    except (ToolError, StepFailed):
-        return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and commit else None
 
 
 def _release_page(

@@ -143,7 +143,7 @@ def test_a_failing_check_is_a_fail_line_with_the_projects_traceback(tmp_path: Pa
     assert row_line in shown and "not published" in row_line, shown
     assert f"2 rows, cpu/cu130 × py3.12 on {OTHER_ARCH}: this machine is {host_arch()}" in shown, shown
     commit = subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     )
     assert f"commit {commit.stdout.strip()}" in shown, shown
     assert time.strftime("%Y-%m-%d", time.gmtime()) in shown and " UTC" in shown, shown

@@ -23,6 +23,7 @@ from release.audit import registry
 from release.audit.model import AuditResult
 from release.audit.report.page import SUPPORT_CLASSES, escape, page, wheel_section
 from release.audit.report.render import gpu_table_rows
+from release.summary import Report, left_out_lines, render_summary
 
 ALL_PASSED = "Every wheel passed every check."
 
@@ -235,3 +236,14 @@ def render_release_html(
         "</section>",
     ]
     return page(title, "\n".join(body), extra_style=_STYLE)
+
+
+def run_summary(reports: Sequence[Report]) -> str:
+    """The page's opening text: the terminal's summary of the rows that ran (built, audited,
+    smoke-tested, published) and of the rows left out and why, as ``release`` prints them (pure)."""
+    text = render_summary(reports)
+    out = left_out_lines(reports)
+    if out:
+        left = sum(r.reason is not None for r in reports)
+        text += f"\n\n{left} row(s) not built on this machine:\n" + "\n".join(out)
+    return text
