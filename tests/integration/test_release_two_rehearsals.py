@@ -12,6 +12,7 @@ with real processes, are in test_publish_run_lock.py.
 
 from __future__ import annotations
 
+import html
 import os
 import signal
 import subprocess
@@ -87,6 +88,10 @@ def test_a_second_rehearsal_in_one_checkout_refuses_naming_the_first_which_finis
         assert first.returncode == 0, out + err
         assert "Published to the target's indexes" in out
         assert "✗" not in out  # every install check passed
+        # the release page, written again after publish, opens with the row's line as printed: "uploaded"
+        line = next(x for x in out.splitlines() if x.startswith(row))
+        page = html.unescape((repo / "dist" / "audit.html").read_text(encoding="utf-8"))
+        assert "uploaded" in line and line in page[: page.index('id="reports"')], line
     finally:
         if first.poll() is None:
             first.kill()
