@@ -61,6 +61,8 @@ def resolve_rows(
     if pr:
         if patterns:
             raise SelectionError("--pr chooses its one row by preference; drop the row globs")
+        if platform is not None:  # an arch the policy does not build is refused as without --pr
+            select(policy, rows, platform=platform, platform_from=platform_from)
         return (pick_pr_row(rows, platform or host_arch(), offered),)
     return select(policy, rows, patterns=tuple(patterns), platform=platform, platform_from=platform_from)
 

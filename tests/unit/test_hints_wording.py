@@ -124,9 +124,10 @@ def test_an_arch_the_policy_does_not_build_from_the_environment_names_the_variab
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("WHEELWRIGHT_ARCH", "aarch64")  # a real arch; the fixture policy builds x86_64 only
-    code, out, err = run("plan", "--policy", str(FIXTURE_POLICY))
-    assert code == 2 and out == "", out
-    assert "WHEELWRIGHT_ARCH=aarch64" in err and "unset WHEELWRIGHT_ARCH" in err, err
+    for pr in ((), ("--pr",)):
+        code, out, err = run("plan", "--policy", str(FIXTURE_POLICY), *pr)
+        assert code == 2 and out == "", out
+        assert "WHEELWRIGHT_ARCH=aarch64" in err and "unset WHEELWRIGHT_ARCH" in err, (pr, err)
     monkeypatch.delenv("WHEELWRIGHT_ARCH")
     code, _, err = run("plan", "--policy", str(FIXTURE_POLICY), "--arch", "aarch64")
     assert code == 2 and "WHEELWRIGHT_ARCH" not in err, err
