@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             wheel,
             smoke_pythons(row, os.environ),
             policy_sha256=psha,
+            policy_path=policy.path,
             index_url=args.index_url,
             extra_index_urls=args.extra_index_url,
             timeouts=timeouts,

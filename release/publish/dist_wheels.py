@@ -9,6 +9,7 @@ from typing import NamedTuple
 from release import records
 from release.core.errors import InputError
 from release.core.hashing import sha256_file
+from release.hints import rerun_hint
 from release.policy.matrix import Row
 from release.publish.guards.plan import LocalWheel, check_audit_record, ruled
 
@@ -97,8 +98,11 @@ def load_audited_wheels(
         except OSError as exc:
             problems.append(f"{path.name}: cannot read: {exc.strerror}")
             continue
+        rerun = rerun_hint(
+            "audit", path, row_id, policy=policy_path, variant=variant or records.wheel_variant(path.name)
+        )
         problem = check_audit_record(
-            path.name, sha, record, policy_sha256=policy_sha256, variant=variant, row_id=row_id
+            path.name, sha, record, policy_sha256=policy_sha256, variant=variant, row_id=row_id, rerun=rerun
         )
         if problem is not None or record is None or record.row is None:
             problems.append(problem or f"{path.name}: no audit record")

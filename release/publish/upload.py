@@ -175,7 +175,7 @@ def prepare_publish(
             for c in plan.conflicts
         ]
         problems += unexpected_problems(plan.unexpected, variant=variant, variants=target.indexes,
-                                        where=red(index.simple_url))  # fmt: skip
+                                        where=red(index.simple_url), local_folder=local_folder)  # fmt: skip
         raise _refuse(f"{header} the index disagrees:", problems)
     return PreparedPublish(
         target,
@@ -296,7 +296,11 @@ def _read_back(p: PreparedPublish, uploaded: Sequence[str]) -> list[str]:
             str(served_problem(c.filename, c.local_sha256, c.remote_sha256, served, replaced=c.describe()))
         )
     problems += unexpected_problems(
-        now.unexpected, variant=p.variant, variants=p.target.indexes, where=p.where
+        now.unexpected,
+        variant=p.variant,
+        variants=p.target.indexes,
+        where=p.where,
+        local_folder=p.local_folder,
     )
     if problems:
         return problems

@@ -120,7 +120,8 @@ def test_smoke_of_a_wheel_audited_standalone_names_the_rows_audit(built: Path, t
     assert "row None" not in refused.stderr
     assert "audited standalone, as no row of a policy, not as row cpu-py312-x86_64" in refused.stderr
     (hint,) = printed(refused)
-    assert hint == f"python -m release audit {wheel} --row {ROW} --record"
+    # the user gave --policy: the hint repeats it (commands/smoke.py hands smoke_step the policy's path)
+    assert hint == f"python -m release audit {wheel} --row {ROW} --record --policy {POLICY}"
     ran = run_as_printed(hint)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     again = release("smoke", ROW, "--wheel", str(wheel), "--policy", POLICY)
@@ -251,8 +252,7 @@ HINT_SITES: dict[tuple[str, str], str] = {
     (
         "release/publish/guards/plan.py",
         "python -m release audit ROW",
-    ): "not run: ROW a placeholder, used when the caller gives no rerun= (release/publish/dist_wheels.py "
-    "gives none yet: another engineer's file)",
+    ): "not run: ROW a placeholder, used only when a caller gives no rerun= (publish's dist_wheels gives one)",
     (
         "release/publish/guards/readback.py",
         "read it back again (rerun the same command, or python -m release verify)",

@@ -102,16 +102,22 @@ def other_variant_files(
 
 
 def unexpected_problems(
-    unexpected: Sequence[str], *, variant: str, variants: Collection[str], where: str
+    unexpected: Sequence[str],
+    *,
+    variant: str,
+    variants: Collection[str],
+    where: str,
+    local_folder: Path | None = None,
 ) -> list[str]:
     """The problems of the plan's unexpected files (of this release's version, not audited for
     this index): another variant's file says ``one-index``, naming both variants; any other says
-    ``release-set``."""
+    ``release-set``, with the index's URL (``where``) and, on a local index, the file's path
+    (``local_folder``)."""
     releases = {r for name in unexpected if (r := release_of(name)) is not None}
     foreign = other_variant_files(unexpected, releases, variant=variant, variants=variants, where=where)
     named = {p.split(": ", 1)[0] for p in foreign}
     rest = [name for name in unexpected if name not in named]
-    return foreign + PublishPlan((), (), (), tuple(rest)).problems()
+    return foreign + PublishPlan((), (), (), tuple(rest)).problems(where=where, local_folder=local_folder)
 
 
 def recheck_before_upload(

@@ -18,6 +18,7 @@ import sys
 import zlib
 from pathlib import Path
 
+from release.hints import a_or_an
 from release.resources.cpus import cpus
 
 
@@ -30,7 +31,7 @@ def repair(arch: str, plat: str, excludes: list[str], out_dir: Path, wheel: Path
 
     suffix = f"_{arch}"
     if not plat.endswith(suffix):
-        print(f"error: --plat {plat} is not a {arch} platform", file=sys.stderr)
+        print(f"error: --plat {plat} is not {a_or_an(arch)} platform", file=sys.stderr)
         return 2
     base = plat[: -len(suffix)]
     libc = next((lc for lc in Libc if base.startswith(lc.tag_prefix)), None)
