@@ -30,6 +30,7 @@ from helpers.policy import link_examples
 from helpers.proc import assert_process_ends
 from helpers.rows import rows_by_id
 
+from release import records
 from release.binary.elf import read_elf
 from release.binary.fatbin import all_entries, has_device_code
 from release.core.errors import PolicyError, StepFailed, ToolError
@@ -126,7 +127,11 @@ def check_cuda_wheel(facts: WheelFacts, *, train: str) -> None:
 
 def check_record(record: Path, wheel: Path, row: Row) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(record.read_text(encoding="utf-8"))
-    assert data["version"] == 1 and data["row"] == row.id and data["wheel"] == wheel.name
+    assert (
+        data["version"] == records.BuildRecord.VERSION
+        and data["row"] == row.id
+        and data["wheel"] == wheel.name
+    )
     assert data["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
     assert data["backend"] == "host"
     assert data["python"].startswith(row.python + ".")
