@@ -52,6 +52,43 @@ def pip_install_target(
     )
 
 
+def pip_download(
+    requirements: Sequence[str],
+    dest: Path,
+    *,
+    env: Mapping[str, str],
+    platforms: Sequence[str] = (),
+    python_version: str | None = None,
+    index_url: str | None = None,
+    machine_config: bool = False,
+    check: bool = True,
+    timeout: float = PIP_TIMEOUT_S,
+    step: str,
+) -> proc.Result:
+    """``pip download --no-deps --only-binary=:all:`` of ``requirements`` into ``dest``: the one argv of
+    every wheel wheelwright fetches without installing (a target's CUDA runtime, a train's math libraries,
+    a row's GPU dependency). ``platforms``: each a ``--platform`` (pip matches them exactly:
+    :func:`platform_tags`); ``python_version``: a CPython to download for (``--implementation cp``);
+    ``index_url``: another index than pip's default. The machine's pip configuration is ignored
+    (:data:`NO_PIP_CONFIG`, ``--isolated``) unless ``machine_config`` asks for it (a dependency fetched as
+    the user's own pip would)."""
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-input"]
+    argv += ["--disable-pip-version-check", *(() if machine_config else ("--isolated",)), "--dest", str(dest)]
+    for platform in platforms:
+        argv += ["--platform", platform]
+    if python_version is not None:
+        argv += ["--implementation", "cp", "--python-version", python_version]
+    if index_url is not None:
+        argv += ["--index-url", index_url]
+    return proc.run(
+        [*argv, *requirements],
+        env=dict(env) if machine_config else {**env, **NO_PIP_CONFIG},
+        check=check,
+        timeout=timeout,
+        step=step,
+    )
+
+
 def platform_tags(manylinux: str, arch: str) -> tuple[str, ...]:
     """The platform tags pip on a ``manylinux`` (``manylinux_2_28``) system of ``arch`` accepts, best
     first (pure): ``manylinux_2_28_aarch64`` ... ``manylinux_2_17_aarch64``, the legacy alias

@@ -11,7 +11,6 @@ libtorch_cuda.so's 475 fatbinaries in 0.4 s); the rest of the wheel is never inf
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -26,10 +25,10 @@ from release.audit.model import Library, Member, is_library_name
 from release.audit.reading.inspector import inspect_member
 from release.binary.elf import ElfError, read_elf
 from release.binary.fatbin import FatbinError, has_device_code
-from release.core import proc
 from release.core.errors import InputError
 from release.core.hashing import sha256_file
 from release.core.machine import default_cache_dir
+from release.core.pip import pip_download
 from release.core.sizes import GIB
 
 __all__ = ["DependencyCode", "Wanted", "cache_folder", "download", "find_wheel", "read"]
@@ -113,23 +112,17 @@ def download(wanted: Wanted, index: str, dest: Path, *, env: Mapping[str, str]) 
     """``pip download --no-deps`` of the dependency for the row, from its index ("pypi": pip's default
     index, with this machine's pip configuration), into ``dest``; the wheel, or InputError saying why."""
     dest.mkdir(parents=True, exist_ok=True)
-    args = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--no-input",
-        "--dest",
-        str(dest),
-    ]
-    args += ["--platform", f"{wanted.manylinux}_{wanted.cpu}", "--implementation", "cp"]
-    args += ["--python-version", wanted.python]
-    if index != "pypi":
-        args += ["--index-url", index]
-    result = proc.run(
-        args, env=env, check=False, timeout=DOWNLOAD_TIMEOUT_S, step=f"downloading {wanted.package}"
+    result = pip_download(
+        [wanted.package],
+        dest,
+        env=env,
+        platforms=(f"{wanted.manylinux}_{wanted.cpu}",),
+        python_version=wanted.python,
+        index_url=None if index == "pypi" else index,
+        machine_config=True,
+        check=False,
+        timeout=DOWNLOAD_TIMEOUT_S,
+        step=f"downloading {wanted.package}",
     )
     got = find_wheel(wanted, [dest])
     if result.returncode != 0 or got is None:

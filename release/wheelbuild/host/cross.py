@@ -32,7 +32,6 @@ import json
 import os
 import pprint
 import shutil
-import sys
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -46,7 +45,7 @@ from release.core.errors import ToolError
 from release.core.locks import install_once
 from release.core.log import say
 from release.core.machine import PythonInfo
-from release.core.pip import NO_PIP_CONFIG, platform_tags
+from release.core.pip import NO_PIP_CONFIG, pip_download, platform_tags
 from release.policy.matrix import Row
 from release.resources.cpus import Cpu, host_arch
 from release.resources.cpus import arch as cpu_arch
@@ -314,25 +313,13 @@ def _real_include(home: Path) -> Path:
 
 def _download_runtime(pin: str, row: Row, dest: Path, env: Mapping[str, str]) -> Path:
     """The target's CUDA runtime wheel ``pin`` for ``arch``, downloaded into ``dest``."""
-    argv = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--isolated",
-        "--disable-pip-version-check",
-        "-d",
-        str(dest),
-    ]
     arch, row_id = row.platform, row.id
-    for platform in platform_tags(row.manylinux, arch):
-        argv += ["--platform", platform]
     say(row_id, f"downloading {pin} for {arch} (the target's CUDA runtime, once)...")
-    proc.run(
-        [*argv, pin],
-        env={**env, **NO_PIP_CONFIG},
+    pip_download(
+        [pin],
+        dest,
+        env=env,
+        platforms=platform_tags(row.manylinux, arch),
         timeout=DOWNLOAD_TIMEOUT_S,
         step=f"pip download {pin} for {arch}",
     )

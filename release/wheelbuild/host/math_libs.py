@@ -26,18 +26,16 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import sys
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from release.core import proc
 from release.core.errors import ToolError
 from release.core.locks import install_once
 from release.core.log import say
-from release.core.pip import NO_PIP_CONFIG, platform_tags
+from release.core.pip import pip_download, platform_tags
 from release.policy.matrix import Row
 from release.policy.model import CudaPackage
 from release.resources import cuda
@@ -137,17 +135,15 @@ def ensure_math_libs(row: Row, cache_dir: Path, env: Mapping[str, str]) -> Path 
 
     def fill(tmp: Path) -> None:
         download = tmp / "download"
-        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--isolated"]
-        argv += ["--disable-pip-version-check", "-d", str(download)]
-        for tag in tags:
-            argv += ["--platform", tag]
         say(
             row.id,
             f"downloading {', '.join(pins)} for {row.platform} (the CUDA libraries the train declares, once)...",
         )
-        proc.run(
-            [*argv, *pins],
-            env={**env, **NO_PIP_CONFIG},
+        pip_download(
+            pins,
+            download,
+            env=env,
+            platforms=tags,
             timeout=DOWNLOAD_TIMEOUT_S,
             step=f"pip download {' '.join(pins)} for {row.platform}",
         )
