@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
 
 from release.core.errors import ToolError
 from release.wheelbuild.host.cmake_toolchain import (
+    TargetPython,
     check_toolchain,
     file_machine,
     library_folders,
@@ -140,3 +143,96 @@ def test_a_toolchain_naming_no_folders_fails_closed(tmp_path: Path) -> None:
     path.write_text("set(CMAKE_SYSTEM_NAME Linux)\n", encoding="utf-8")
     with pytest.raises(ToolError, match="cannot be done"):
         check_toolchain(path, "aarch64", "cu130-py311-aarch64")
+
+
+# --------------------------------------------------------------------------- FindPython's SOABI
+
+PY311 = TargetPython("3.11", "cpython-311-aarch64-linux-gnu")
+
+
+def test_the_toolchain_wraps_find_package_once_for_the_rows_python_only_when_given_one() -> None:
+    assert "find_package" not in _text()
+    text = toolchain_text(
+        "aarch64",
+        cc=Path("/usr/bin/aarch64-linux-gnu-gcc"),
+        cxx=Path("/usr/bin/aarch64-linux-gnu-g++"),
+        sysroot=None,
+        cuda_home=None,
+        cuda_target=None,
+        python=PY311,
+    )
+    lines = text.splitlines()
+    assert 'set(WHEELWRIGHT_PYTHON_SOABI "cpython-311-aarch64-linux-gnu")' in lines
+    assert 'set(WHEELWRIGHT_PYTHON_VERSION "3.11")' in lines
+    assert (
+        text.count("macro(find_package") == 1 and "GLOBAL PROPERTY WHEELWRIGHT_FIND_PACKAGE_WRAPPED" in text
+    )
+
+
+_PROJECT = """cmake_minimum_required(VERSION 3.18...3.31)
+project(soabi LANGUAGES CXX)
+find_package(Python COMPONENTS Interpreter Development.Module REQUIRED)
+find_package(Python3 COMPONENTS Interpreter Development.Module REQUIRED)
+Python_add_library(_core MODULE WITH_SOABI m.cpp)
+Python3_add_library(_core3 MODULE WITH_SOABI m.cpp)
+"""
+
+
+def _built_modules(tmp_path: Path, python: TargetPython | None) -> list[str]:
+    """Configure and build a FindPython project in CMake's cross mode, as scikit-build-core hands
+    CMake the interpreter (this machine's CPython: the cross build's), and list the modules."""
+    for tool in ("cmake", "aarch64-linux-gnu-g++"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is missing: scripts/setup.sh installs it")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "CMakeLists.txt").write_text(_PROJECT, encoding="utf-8")
+    (src / "m.cpp").write_text("int wheelwright_probe;\n", encoding="utf-8")
+    toolchain = tmp_path / "toolchain.cmake"
+    toolchain.write_text(
+        toolchain_text(
+            "aarch64",
+            cc=Path(shutil.which("aarch64-linux-gnu-gcc") or "aarch64-linux-gnu-gcc"),
+            cxx=Path(shutil.which("aarch64-linux-gnu-g++") or "aarch64-linux-gnu-g++"),
+            sysroot=None,
+            cuda_home=None,
+            cuda_target=None,
+            python=python,
+        ),
+        encoding="utf-8",
+    )
+    include = sysconfig.get_paths()["include"]
+    hints = [
+        f"-D{prefix}_{key}={value}"
+        for prefix in ("Python", "Python3")
+        for key, value in (("EXECUTABLE", sys.executable), ("INCLUDE_DIR", include))
+    ]
+    build = tmp_path / "build"
+    subprocess.run(
+        ["cmake", "-S", src, "-B", build, f"-DCMAKE_TOOLCHAIN_FILE={toolchain}", *hints],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(["cmake", "--build", build], check=True, capture_output=True)
+    return sorted(p.name for p in build.glob("_core*"))
+
+
+def test_a_cross_build_names_findpython_modules_by_the_targets_soabi(tmp_path: Path) -> None:
+    mm = f"{sys.version_info[0]}{sys.version_info[1]}"
+    python = TargetPython(f"{sys.version_info[0]}.{sys.version_info[1]}", f"cpython-{mm}-aarch64-linux-gnu")
+    assert _built_modules(tmp_path, python) == [
+        f"_core.cpython-{mm}-aarch64-linux-gnu.so",
+        f"_core3.cpython-{mm}-aarch64-linux-gnu.so",
+    ]
+
+
+def test_must_fail_without_the_wrapper_cmakes_cross_mode_drops_the_soabi(tmp_path: Path) -> None:
+    """The failure the wrapper answers: CMake's own cross mode names the module plain _core.so."""
+    assert _built_modules(tmp_path, None) == ["_core.so", "_core3.so"]
+
+
+def test_another_python_version_found_is_left_as_cmake_found_it(tmp_path: Path) -> None:
+    assert _built_modules(tmp_path, TargetPython("3.9", "cpython-39-aarch64-linux-gnu")) == [
+        "_core.so",
+        "_core3.so",
+    ]

@@ -26,6 +26,7 @@ import hashlib
 import re
 import struct
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from release.binary.elf import MACHINE_NAMES
@@ -65,6 +66,46 @@ def _cmake_str(value: str | Path) -> str:
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+@dataclass(frozen=True)
+class TargetPython:
+    """The row's CPython as the target sees it: ``version`` "3.11", ``soabi`` its sysconfig SOABI
+    for the target (``cpython-311-aarch64-linux-gnu``)."""
+
+    version: str
+    soabi: str
+
+
+def find_python_soabi_lines(python: TargetPython) -> list[str]:
+    """CMake lines that give FindPython the target's SOABI in a cross build.
+
+    CMake's FindPython (3.25 here, and 4.x unless a project sets policy CMP0190) asks no interpreter
+    in cross mode; with the ``Interpreter`` component it sets ``Python_SOABI`` to an empty string
+    before it looks for a target ``python-config``, and a ``-DPython_SOABI`` is hidden behind that
+    normal variable. ``Python_add_library(... WITH_SOABI)`` then names a module ``_core.so`` where a
+    native build names it ``_core.cpython-311-aarch64-linux-gnu.so``. The lines wrap
+    ``find_package`` (as vcpkg's toolchain file does, once per CMake run): after CMake's own
+    ``find_package(Python ...)`` or ``find_package(Python3 ...)`` has found this row's version and left
+    SOABI empty, SOABI becomes the target's. Nothing else changes; another version found is left as
+    CMake found it."""
+    return [
+        "# FindPython's SOABI, which CMake's cross mode leaves empty (cmake_toolchain.find_python_soabi_lines)",
+        f"set(WHEELWRIGHT_PYTHON_VERSION {_cmake_str(python.version)})",
+        f"set(WHEELWRIGHT_PYTHON_SOABI {_cmake_str(python.soabi)})",
+        "get_property(_wheelwright_wrapped GLOBAL PROPERTY WHEELWRIGHT_FIND_PACKAGE_WRAPPED)",
+        "if(NOT _wheelwright_wrapped)",
+        "  set_property(GLOBAL PROPERTY WHEELWRIGHT_FIND_PACKAGE_WRAPPED TRUE)",
+        "  macro(find_package _wheelwright_name)",
+        "    _find_package(${_wheelwright_name} ${ARGN})",
+        '    if(("${_wheelwright_name}" STREQUAL "Python" OR "${_wheelwright_name}" STREQUAL "Python3")',
+        '       AND ${_wheelwright_name}_FOUND AND "${${_wheelwright_name}_SOABI}" STREQUAL ""',
+        '       AND "${${_wheelwright_name}_VERSION_MAJOR}.${${_wheelwright_name}_VERSION_MINOR}" STREQUAL "${WHEELWRIGHT_PYTHON_VERSION}")',
+        '      set(${_wheelwright_name}_SOABI "${WHEELWRIGHT_PYTHON_SOABI}")',
+        "    endif()",
+        "  endmacro()",
+        "endif()",
+    ]
+
+
 def toolchain_text(
     arch: str,
     *,
@@ -74,6 +115,7 @@ def toolchain_text(
     cuda_home: Path | None,
     cuda_target: Path | None,
     math_libs: Path | None = None,
+    python: TargetPython | None = None,
 ) -> str:
     """The CMake toolchain file of a cross build for ``arch``: ``cuda_home`` a cross CUDA_HOME whose
     folder ``cuda_target`` holds the target's CUDA headers and libraries (``targets/<x>/lib``).
@@ -82,6 +124,7 @@ def toolchain_text(
     compilers' sysroot): a library of this machine is never found. Headers and packages are searched
     in both (a build requirement's CMake config, pybind11's or nanobind's, lives in this machine's
     build environment and is architecture-free); programs only on this machine (they run here).
+    ``python``: the row's CPython, whose SOABI FindPython is given (:func:`find_python_soabi_lines`).
     """
     roots: list[Path] = []
     lines = [
@@ -110,6 +153,8 @@ def toolchain_text(
         "set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)",
         "set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)",
     ]
+    if python is not None:
+        lines += find_python_soabi_lines(python)
     return "\n".join(lines) + "\n"
 
 

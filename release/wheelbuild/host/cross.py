@@ -50,6 +50,7 @@ from release.policy.matrix import Row
 from release.resources.cpus import Cpu, host_arch
 from release.resources.cpus import arch as cpu_arch
 from release.wheelbuild.host.cmake_toolchain import (
+    TargetPython,
     check_toolchain,
     toolchain_env,
     toolchain_text,
@@ -276,8 +277,11 @@ def _compilers(row: Row, env: Mapping[str, str]) -> tuple[Path, Path]:
     return Path(cc), Path(cxx)
 
 
-def write_sysconfig(python: PythonInfo, target: str, cc: Path, cxx: Path, cache_dir: Path) -> Path:
-    """The folder holding the target's sysconfig data module for ``python`` (made once)."""
+def write_sysconfig(
+    python: PythonInfo, target: str, cc: Path, cxx: Path, cache_dir: Path
+) -> tuple[Path, TargetPython]:
+    """The folder holding the target's sysconfig data module for ``python`` (made once), and the
+    target's CPython as CMake's FindPython is told it (its SOABI)."""
     result = proc.run(
         [
             str(python.path),
@@ -300,7 +304,10 @@ def write_sysconfig(python: PythonInfo, target: str, cc: Path, cxx: Path, cache_
         (tmp / module).write_text(text, encoding="utf-8")
 
     install_once(final, ready=lambda f: (f / module).is_file(), fill=fill, holder=f"the {target} sysconfig")
-    return final
+    soabi = data.get("SOABI")
+    if not isinstance(soabi, str) or not soabi:
+        raise ToolError(f"{python.path}'s sysconfig has no SOABI: a cross build cannot name its modules")
+    return final, TargetPython(".".join(python.version.split(".")[:2]), soabi)
 
 
 def _real_include(home: Path) -> Path:
@@ -434,7 +441,7 @@ def prepare_cross(
     """The cross target of ``row`` and the toolchain to build it with (the cross CUDA_HOME's)."""
     arch = row.platform
     cc, cxx = _compilers(row, env)
-    sysdir = write_sysconfig(python, arch, cc, cxx, cache_dir)
+    sysdir, target_python = write_sysconfig(python, arch, cc, cxx, cache_dir)
     cross_tc = toolchain
     home: Path | None = None
     if toolchain is not None:
@@ -457,6 +464,7 @@ def prepare_cross(
             cuda_home=home,
             cuda_target=None if home is None else home / "targets" / f"{arch}-linux",
             math_libs=None if toolchain is None else toolchain.math_libs,
+            python=target_python,
         ),
         arch,
         cache_dir,
