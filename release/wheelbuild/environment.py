@@ -166,6 +166,7 @@ def _env_changes(
     kernel_cache: str | None,
     project_name: str | None,
     math_libs: Path | None = None,
+    driver_stub: Path | None = None,
 ) -> BuildEnv:
     prefixes = ["WHEELWRIGHT_"]
     names = ["WHEELWRIGHT"]
@@ -189,7 +190,11 @@ def _env_changes(
         path = (bin_dir,)
     else:
         values["CMAKE_ARGS"] = CPU_CMAKE_ARGS
-    search = () if math_libs is None or not row.is_cuda else tuple(search_paths(math_libs).items())
+    search: tuple[tuple[str, str], ...] = ()
+    if row.is_cuda and math_libs is not None:
+        search += tuple(search_paths(math_libs).items())
+    if row.is_cuda and driver_stub is not None:  # after the math libraries: -lcuda, CUDA::cuda_driver
+        search += (("LIBRARY_PATH", str(driver_stub)), ("CMAKE_LIBRARY_PATH", str(driver_stub)))
     return BuildEnv(
         set=dict(sorted(values.items())),
         unset=CUDA_ENV_VARS,
@@ -362,6 +367,7 @@ def build_env_changes(
         kernel_cache=None if kernel_cache is None else str(kernel_cache),
         project_name=project_name,
         math_libs=None if tc is None else tc.math_libs,
+        driver_stub=None if tc is None else tc.driver_stub,
     )
 
 

@@ -14,7 +14,8 @@ the same contract as a native build; only the compilers and what describes the t
   ``targets/<arch>-linux/include`` (where nvcc looks when its host compiler is a cross
   compiler), and the target's CUDA runtime (the train's pinned ``nvidia-cuda-runtime``, or the
   runtime package the wheel declares, see :func:`runtime_pin`) for that arch under
-  ``lib``/``lib64``/``targets/<arch>-linux/lib``.
+  ``lib``/``lib64``/``targets/<arch>-linux/lib``, and a link stub of the driver for that arch in
+  its ``stubs`` folder (release/wheelbuild/host/driver_stub.py: ``CUDA::cuda_driver``, ``-lcuda``).
 
 No emulation is needed to build: the compilers run natively. Projects whose build runs target
 code (a PyTorch extension imports torch) need the target's Python: those rows build in the
@@ -56,6 +57,7 @@ from release.wheelbuild.host.cmake_toolchain import (
     toolchain_text,
     write_toolchain,
 )
+from release.wheelbuild.host.driver_stub import STUB_NAME, ensure_driver_stub
 from release.wheelbuild.host.link_check import link_diagnosis as link_diagnosis  # the backend's import
 from release.wheelbuild.repair.contract import requirement_text
 from release.wheelbuild.toolchain import Toolchain
@@ -64,8 +66,8 @@ DOWNLOAD_TIMEOUT_S = 600.0
 RUNTIME_MEMBER_CAP = 256 * 1024 * 1024  # libcudart is under 1 MiB; zipfile stops reading at the declared size
 PROBE_TIMEOUT_S = 60.0
 # What a cross CUDA_HOME holds, versioned: a new layout makes new homes instead of reusing old ones
-# (2: the runtime's static archives too; gcc/g++ naming the cross compilers).
-CROSS_HOME_LAYOUT = 2
+# (2: the runtime's static archives too; gcc/g++ naming the cross compilers; 3: the driver's link stub).
+CROSS_HOME_LAYOUT = 3
 # The host compiler names nvcc looks up on its PATH, and whether each is the C++ driver.
 HOST_COMPILERS = {"gcc": False, "cc": False, "g++": True, "c++": True}
 
@@ -392,6 +394,9 @@ def cross_cuda_home(
         if not (lib / soname).is_file():
             raise ToolError(f"{wheel.name} holds no {soname} for {arch}")
         (lib / "libcudart.so").symlink_to(soname)
+        # CUDA::cuda_driver and -lcuda: the driver's link stub, where a toolkit keeps it
+        (lib / "stubs").mkdir()
+        shutil.copy2(ensure_driver_stub(include, cc, arch, cache_dir) / STUB_NAME, lib / "stubs" / STUB_NAME)
         (tmp / "targets" / f"{arch}-linux" / "include").symlink_to(include)
         for name in ("lib", "lib64"):
             (tmp / name).symlink_to(f"targets/{arch}-linux/lib")
@@ -446,8 +451,8 @@ def prepare_cross(
     home: Path | None = None
     if toolchain is not None:
         home = cross_cuda_home(row, toolchain, (cc, cxx), cache_dir, env)
-        cross_tc = dataclasses.replace(
-            toolchain, cuda_home=home, nvcc=home / "bin" / "nvcc", lib_dir=home / "lib"
+        cross_tc = dataclasses.replace(  # the cross home holds the target's driver stub; not this machine's
+            toolchain, cuda_home=home, nvcc=home / "bin" / "nvcc", lib_dir=home / "lib", driver_stub=None
         )
     meson = write_meson_cross(
         meson_cross_text(arch, _cpu(arch).triplet, cc, cxx, None if home is None else home / "bin" / "nvcc"),
