@@ -129,7 +129,15 @@ def pins_for(pins: Sequence[str], python_version: str) -> tuple[str, ...]:
 class PythonSource:
     version: str  # 3.12.1
     sys_version: str  # sys.version: version, build date and compiler
-    prefix: Path  # the self-contained install copied into the image
+    prefix: Path  # the self-contained install copied into the image; /usr: Debian's, installed by apt
+    # Debian's interpreter from another suite than the image's (trixie's 3.13 in a bookworm image):
+    # its packages unpacked privately under /opt/_internal/debian-<suite>, with its own loader
+    suite: str | None = None
+
+    @property
+    def private_root(self) -> str | None:
+        """Where a Debian interpreter of another suite lives in the image, with its libraries."""
+        return None if self.suite is None else f"/opt/_internal/debian-{self.suite}"
 
     @property
     def tag(self) -> str:

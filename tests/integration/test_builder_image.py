@@ -156,14 +156,29 @@ def test_a_new_recipe_replaces_only_its_own_cpus_older_stand_ins() -> None:
 
 
 def test_another_cpus_image_takes_the_pythons_debian_ships_for_it() -> None:
-    """An x86_64 machine has no aarch64 CPython to copy: the arm64 image takes Debian's own, for the
-    suite it is made from (release/emulate/sysroots.toml says which suite has which); the others are
-    left out, not faked."""
+    """An x86_64 machine has no aarch64 CPython to copy: the arm64 image takes Debian's own
+    (release/emulate/sysroots.toml says which suite has which). The image suite's comes from apt; another
+    suite's (trixie's 3.13 in a bookworm image) is unpacked privately with its own C library; the
+    ones no suite has are left out, not faked."""
     bookworm = mbi.debian_pythons(("3.10", "3.11", "3.12", "3.13"), "bookworm", "aarch64")
-    assert [(p.version, p.tag, p.prefix) for p in bookworm] == [("3.11", "cp311-cp311", Path("/usr"))]
-    trixie = mbi.debian_pythons(("3.10", "3.11", "3.12", "3.13"), "trixie", "aarch64")
-    assert [p.version for p in trixie] == ["3.13"]
+    assert [(p.version, p.tag, p.prefix, p.suite) for p in bookworm] == [
+        ("3.11", "cp311-cp311", Path("/usr"), None),
+        ("3.13", "cp313-cp313", Path("/opt/_internal/debian-trixie/usr"), "trixie"),
+    ]
+    assert bookworm[1].private_root == "/opt/_internal/debian-trixie"
+    assert "Debian trixie python3.13 (aarch64), unpacked privately" in bookworm[1].sys_version
+    # apt installs only the image suite's Python and its headers; the private one's come unpacked
+    packages = mbi.debian_python_packages(bookworm, "aarch64")
+    assert "python3.11-dev" in packages and not any("3.13" in p for p in packages)
+    trixie = mbi.debian_pythons(("3.13",), "trixie", "aarch64")
+    assert [(p.version, p.suite) for p in trixie] == [("3.13", None)]
     assert mbi.debian_pythons(("3.10", "3.12"), "bookworm", "aarch64") == ()
+
+
+def test_a_private_pythons_recipe_adds_its_headers_to_its_sysroots_packages() -> None:
+    private = mbi._private_recipe("3.13", "aarch64")
+    assert private.suite == "trixie" and "libpython3.13-dev" in private.packages
+    assert "python3.13" in private.packages
 
 
 def test_a_toolchain_without_one_nvcc_pin_is_refused() -> None:

@@ -63,14 +63,17 @@ def _standin_policy(folder: Path, image: mbi.Image) -> Path:
     return path
 
 
-def _row(policy: Path) -> Row:
-    return next(r for r in expand(load_policy(policy)) if r.id == ROW_ID)
+def _row(policy: Path, row_id: str = ROW_ID) -> Row:
+    return next(r for r in expand(load_policy(policy)) if r.id == row_id)
 
 
 def test_the_image_is_arm64_with_the_builder_layout(image: mbi.Image) -> None:
     probe = (
         "uname -m; /opt/python/cp311-cp311/bin/python -c 'import sys, build; print(sys.version.split()[0])'; "
-        "/usr/local/cuda/bin/nvcc --version | tail -2; auditwheel --version; echo $AUDITWHEEL_PLAT"
+        "/usr/local/cuda/bin/nvcc --version | tail -2; auditwheel --version; echo $AUDITWHEEL_PLAT; "
+        # trixie's 3.13 beside bookworm's 3.11, on its own C library; the image's own stays bookworm's
+        "/opt/python/cp313-cp313/bin/python -c 'import sys, ssl, sqlite3, build; print(sys.version.split()[0])'; "
+        "ldd --version | head -1"
     )
     out = subprocess.run(
         [image.engine, "run", "--rm", "--platform", "linux/arm64", image.tag, "bash", "-c", probe],
@@ -83,8 +86,10 @@ def test_the_image_is_arm64_with_the_builder_layout(image: mbi.Image) -> None:
     assert out[0] == "aarch64"
     assert out[1].startswith("3.11.")
     assert "release 13.0, V13.0.88" in out[2] + out[3]
-    assert "auditwheel 6.8.2" in "\n".join(out[4:-1])
-    assert out[-1] == "manylinux_2_28_aarch64"
+    assert "auditwheel 6.8.2" in "\n".join(out[4:-3])
+    assert out[-3] == "manylinux_2_28_aarch64"
+    assert out[-2].startswith("3.13.")
+    assert out[-1].endswith(" 2.36"), out[-1]  # bookworm's glibc: what every wheel of the image links
 
 
 def test_cibuildwheel_builds_the_aarch64_row_under_emulation_as_the_cross_build_does(
@@ -141,3 +146,44 @@ def test_cibuildwheel_builds_the_aarch64_row_under_emulation_as_the_cross_build_
     assert c.runpath[KERNELS] == ("$ORIGIN/../../nvidia/cu13/lib",)
     for name in c.needed:
         assert read_elf(tmp_path / "c" / name).machine == EM_AARCH64, name
+
+
+def test_cibuildwheel_builds_the_py313_row_with_trixies_python_on_the_images_c_library(
+    tmp_path: Path, image: mbi.Image
+) -> None:
+    """Debian's arm64 archive has 3.13 only in trixie: the stand-in carries it unpacked with its own
+    loader and C library, so the wheel is compiled and repaired with bookworm's compiler and glibc
+    like the 3.11 one, and holds the same manylinux_2_28 tag."""
+    policy = _standin_policy(tmp_path, image)
+    (built,) = build_row(
+        _row(policy, "cu130-py313-aarch64"),
+        policy_path=policy,
+        dist_dir=tmp_path / "dist",
+        backend="container",
+        cache_dir=CACHE,
+        project_dir=PROJECT,
+        env=ENV,
+    )
+    assert built.wheel.name == "tinyaxpy-0.3.0+cu130-cp313-cp313-manylinux_2_28_aarch64.whl"
+    c = facts(built.wheel, tmp_path / "c")
+    assert any(n.endswith(".cpython-313-aarch64-linux-gnu.so") for n in c.names), sorted(c.names)
+    assert c.device_code == {KERNELS: {"sm_90", "sm_100", "sm_110", "compute_110"}}
+    audit = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "release",
+            "audit",
+            str(built.wheel),
+            "--row",
+            "cu130-py313-aarch64",
+            "--policy",
+            str(POLICY),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=ENV,
+        timeout=900,
+    )
+    assert audit.returncode == 0, audit.stdout + audit.stderr
