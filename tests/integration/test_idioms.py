@@ -156,6 +156,11 @@ def test_each_idiom_cross_builds_aarch64_libraries_with_exactly_the_rows_device_
         )
     needed = {n for p in libs.values() for n in read_elf(p).needed}
     assert {"libcudart.so.13", *links} <= needed
+    # the CPython module carries the target's SOABI, as a native aarch64 build names it (CMake's cross
+    # mode leaves FindPython's SOABI empty; the toolchain file fills in the row's)
+    modules = [m for m in libs if Path(m).name.startswith("_core")]
+    soabi = f"cpython-{row_id.split('-')[1][2:]}-aarch64-linux-gnu"
+    assert modules and all(Path(m).name == f"_core.{soabi}.so" for m in modules), sorted(libs)
     _audit(aarch64, row_id)
 
 
