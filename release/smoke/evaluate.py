@@ -148,10 +148,11 @@ def judge_check(result: object, project: Project | None) -> tuple[bool, str]:
             f"✗ the check computation returned {result!r}; expected a dict with a number max_abs_diff "
             "(the largest |result - CPU reference|)"
         )
-    where = result.get("device") or result.get("backend")
+    device = result.get("device") or result.get("backend")
+    where = f" on {device}" if device else ""  # a check that names no device is not said to run "on None"
     if rtol == 0.0 and atol == 0.0:
         if diff == 0.0:
-            return True, f"✓ check computation ran on {where}: max |diff| vs CPU reference = 0"
+            return True, f"✓ check computation ran{where}: max |diff| vs CPU reference = 0"
         return False, (
             f"✗ the check computation returned {result!r}; expected max_abs_diff == 0.0 "
             "(exact: set project.atol or project.rtol in the policy for a tolerance)"
@@ -167,7 +168,7 @@ def judge_check(result: object, project: Project | None) -> tuple[bool, str]:
     if diff <= bound:
         return (
             True,
-            f"✓ check computation ran on {where}: max |diff| vs CPU reference = {diff:g} <= {bound:g} ({terms})",
+            f"✓ check computation ran{where}: max |diff| vs CPU reference = {diff:g} <= {bound:g} ({terms})",
         )
     return False, (
         f"✗ the check computation returned {result!r}; max_abs_diff {diff:g} is over the tolerance "

@@ -258,3 +258,12 @@ def test_library_names_and_where_members_install() -> None:
     assert site_relative("pkg-1.0.data/scripts/tool", "pkg-1.0.data") is None
     assert site_relative("pkg-1.0.dist-info/RECORD", None) is None
     assert site_relative("pkg/", None) is None
+
+
+def test_a_check_that_names_no_device_is_not_said_to_run_on_none() -> None:
+    """Seen on an H100 (idiom fixture driver_target, whose check returns no "device"): the line read
+    "ran on None"."""
+    ok, line = judge_check({"max_abs_diff": 0.0, "n": 4096, "driver_version": 13000}, None)
+    assert ok and line == "✓ check computation ran: max |diff| vs CPU reference = 0"
+    ok, line = judge_check({"max_abs_diff": 0.0, "device": "cuda:0"}, None)
+    assert ok and line == "✓ check computation ran on cuda:0: max |diff| vs CPU reference = 0"
