@@ -17,6 +17,7 @@ from release.wheelbuild.host.cmake_toolchain import (
     TargetPython,
     check_toolchain,
     file_machine,
+    findpython_diagnosis,
     library_folders,
     toolchain_env,
     toolchain_text,
@@ -236,3 +237,42 @@ def test_another_python_version_found_is_left_as_cmake_found_it(tmp_path: Path) 
         "_core.so",
         "_core3.so",
     ]
+
+
+# --------------------------------------------------------------------------- CMake >= 4.1 (CMP0190)
+
+CMP0190_LOG = """CMake Error at /x/cmake-4.2/Modules/FindPython/Support.cmake:46 (message):
+  Python: When cross-compiling, Interpreter and/or Compiler components cannot
+  be searched when CMAKE_CROSSCOMPILING_EMULATOR variable is not specified
+  (see policy CMP0190).
+Call Stack (most recent call first):
+"""  # CMake 4.2.3's words, as it wrapped them
+
+
+def test_the_emulator_is_named_only_where_the_targets_programs_run_here() -> None:
+    assert "CMAKE_CROSSCOMPILING_EMULATOR" not in _text()
+    text = toolchain_text(
+        "aarch64",
+        cc=Path("/usr/bin/aarch64-linux-gnu-gcc"),
+        cxx=Path("/usr/bin/aarch64-linux-gnu-g++"),
+        sysroot=None,
+        cuda_home=None,
+        cuda_target=None,
+        emulator=Path("/usr/bin/env"),
+    )
+    assert 'set(CMAKE_CROSSCOMPILING_EMULATOR "/usr/bin/env")' in text.splitlines()
+
+
+def test_findpython_refusing_the_interpreter_for_want_of_an_emulator_is_named_with_the_fix() -> None:
+    fix = ("update-binfmts --enable qemu-aarch64",)
+    line = findpython_diagnosis(CMP0190_LOG, "aarch64", fix)
+    assert line is not None
+    assert "policy CMP0190" in line and "aarch64 programs to run on this machine" in line
+    assert "`update-binfmts --enable qemu-aarch64`" in line and "--backend container" in line
+
+
+def test_must_fail_a_log_of_another_failure_gets_no_findpython_diagnosis() -> None:
+    assert (
+        findpython_diagnosis("CMake Error: Could NOT find Python (missing: Interpreter)\n", "aarch64", ())
+        is None
+    )

@@ -41,7 +41,7 @@ from release.wheelbuild.environment import (
     pip_cuda_headers,
     pip_cuda_include_dirs,
 )
-from release.wheelbuild.host.cross import CrossTarget, cross_env, link_diagnosis
+from release.wheelbuild.host.cross import CrossTarget, cross_diagnosis, cross_env
 from release.wheelbuild.host.frontend import MISSING_EXIT, MISSING_PREFIX
 from release.wheelbuild.host.isolated import BuildSystem, EnvSpec, ensure_build_env, env_spec
 from release.wheelbuild.host.stage import copy_project, source_slot
@@ -202,12 +202,13 @@ def _missing(output: str) -> list[str]:
 def _compile(job: HostJob, command: Command, env: dict[str, str], log: Path) -> None:
     """The frontend in the isolated environment; once more in a larger one when the backend
     asks for requirements the project's [build-system] does not name. A cross build that fails
-    linking this machine's libraries says so first (:func:`link_diagnosis`)."""
+    linking this machine's libraries, or whose CMake cannot look for the target's Python, says so
+    first (:func:`cross_diagnosis`)."""
     try:
         _compile_in_env(job, command, env, log)
     except StepFailed as exc:
         diagnosis = (
-            None if job.cross is None else link_diagnosis(log.read_text(errors="replace"), job.cross.arch)
+            None if job.cross is None else cross_diagnosis(log.read_text(errors="replace"), job.cross.arch)
         )
         if diagnosis is None:
             raise

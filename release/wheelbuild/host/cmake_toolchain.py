@@ -116,6 +116,7 @@ def toolchain_text(
     cuda_target: Path | None,
     math_libs: Path | None = None,
     python: TargetPython | None = None,
+    emulator: Path | None = None,
 ) -> str:
     """The CMake toolchain file of a cross build for ``arch``: ``cuda_home`` a cross CUDA_HOME whose
     folder ``cuda_target`` holds the target's CUDA headers and libraries (``targets/<x>/lib``).
@@ -125,6 +126,14 @@ def toolchain_text(
     in both (a build requirement's CMake config, pybind11's or nanobind's, lives in this machine's
     build environment and is architecture-free); programs only on this machine (they run here).
     ``python``: the row's CPython, whose SOABI FindPython is given (:func:`find_python_soabi_lines`).
+    ``emulator``: ``env``, where the target's programs run on this machine (binfmt_misc hands them to
+    qemu-user): ``CMAKE_CROSSCOMPILING_EMULATOR``. FindPython under policy CMP0190 (CMake >= 4.1, a
+    project whose policy range reaches 4.1) refuses the ``Interpreter`` component in cross mode
+    without one; with it, it runs the build's Python through ``env``, and that Python answers for
+    the target (the cross build's environment names the target's sysconfig), as crossenv does.
+    ``try_run`` runs the target's programs under emulation. Where they do not run here, no emulator
+    is named: CMake then refuses such a project loudly (:func:`findpython_diagnosis` says why) rather
+    than configure it on failed runs.
     """
     roots: list[Path] = []
     lines = [
@@ -153,9 +162,34 @@ def toolchain_text(
         "set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)",
         "set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)",
     ]
+    if emulator is not None:
+        lines += [
+            "# the target's programs run here (binfmt_misc, qemu-user) and the build's Python answers for the target",
+            f"set(CMAKE_CROSSCOMPILING_EMULATOR {_cmake_str(emulator)})",
+        ]
     if python is not None:
         lines += find_python_soabi_lines(python)
     return "\n".join(lines) + "\n"
+
+
+# CMake >= 4.1's FindPython, policy CMP0190 NEW, in cross mode with no CMAKE_CROSSCOMPILING_EMULATOR
+_CMP0190 = "Interpreter and/or Compiler components cannot"
+
+
+def findpython_diagnosis(output: str, arch: str, fix: Sequence[str]) -> str | None:
+    """What a failed cross build's log says when CMake's FindPython refused the interpreter in cross
+    mode for want of an emulator (``fix``: the commands that make the target's programs run here);
+    None when it says nothing of the kind. Pure."""
+    if _CMP0190 not in " ".join(output.split()):
+        return None
+    steps = "; ".join(f"`{c}`" for c in fix)
+    return (
+        f"the project's CMake (4.1 or newer, policy CMP0190 from the project's cmake_minimum_required) "
+        f"looks for the {arch} Python interpreter in cross mode, which needs {arch} programs to run on "
+        f"this machine, and they do not: "
+        + (f"as root, {steps}, then build again" if steps else "register qemu-user for it in binfmt_misc")
+        + f"; or build this row with --backend container or on an {arch} machine"
+    )
 
 
 def toolchain_env(path: Path) -> dict[str, str]:

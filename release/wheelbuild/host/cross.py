@@ -47,18 +47,20 @@ from release.core.locks import install_once
 from release.core.log import say
 from release.core.machine import PythonInfo
 from release.core.pip import NO_PIP_CONFIG, pip_download, platform_tags
+from release.emulate import binfmt
 from release.policy.matrix import Row
 from release.resources.cpus import Cpu, host_arch
 from release.resources.cpus import arch as cpu_arch
 from release.wheelbuild.host.cmake_toolchain import (
     TargetPython,
     check_toolchain,
+    findpython_diagnosis,
     toolchain_env,
     toolchain_text,
     write_toolchain,
 )
 from release.wheelbuild.host.driver_stub import STUB_NAME, ensure_driver_stub
-from release.wheelbuild.host.link_check import link_diagnosis as link_diagnosis  # the backend's import
+from release.wheelbuild.host.link_check import link_diagnosis
 from release.wheelbuild.repair.contract import requirement_text
 from release.wheelbuild.toolchain import Toolchain
 
@@ -440,6 +442,15 @@ def static_runtime_note(pin: str, arch: str, lib: Path) -> str | None:
     )
 
 
+def cross_diagnosis(output: str, arch: str) -> str | None:
+    """The first line a failed cross build's log earns: a link against another machine's files
+    (:func:`link_diagnosis`), or FindPython refusing the interpreter for want of emulation
+    (:func:`findpython_diagnosis`); None when the log shows neither."""
+    return link_diagnosis(output, arch) or findpython_diagnosis(
+        output, arch, binfmt.capability(arch).fix
+    )  # reads binfmt_misc for the fix
+
+
 def prepare_cross(
     row: Row, python: PythonInfo, toolchain: Toolchain | None, cache_dir: Path, env: Mapping[str, str]
 ) -> tuple[CrossTarget, Toolchain | None]:
@@ -460,6 +471,7 @@ def prepare_cross(
         cache_dir,
     )
     sysroot = cc.resolve().parent.parent / _cpu(arch).triplet
+    runs = binfmt.capability(arch).runs  # the target's programs run here: CMake may run them (through env)
     toolchain_file = write_toolchain(
         toolchain_text(
             arch,
@@ -470,6 +482,7 @@ def prepare_cross(
             cuda_target=None if home is None else home / "targets" / f"{arch}-linux",
             math_libs=None if toolchain is None else toolchain.math_libs,
             python=target_python,
+            emulator=Path(proc.which("env", path=env.get("PATH"))) if runs else None,
         ),
         arch,
         cache_dir,
