@@ -150,4 +150,3 @@ def test_cibuildwheel_builds_the_aarch64_row_under_emulation_as_the_cross_build_
     assert c.runpath[KERNELS] == ("$ORIGIN/../../nvidia/cu13/lib",)
     for name in c.needed:
         assert read_elf(tmp_path / "c" / name).machine == EM_AARCH64, name
-

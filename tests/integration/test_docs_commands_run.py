@@ -154,10 +154,14 @@ HOW: dict[str, Need] = {
     ),
     # covered-by: whole builds and rehearsals, run end to end by an integration test
     "build cu130-py311-aarch64 --backend container": _covered(
-        "test_container_build_aarch64.py",
+        "test_idioms_container.py",
         '"cu130-py311-aarch64"',
-        'backend="container"',
-        why="through build_row, in the arm64 stand-in image under emulation, with the stand-in policy",
+        '"build"',
+        '"--backend"',
+        '"container"',
+        why="the command itself (python -m release build ROW --policy ... --backend container), in the arm64 "
+        "stand-in image under emulation, for the find_package(CUDAToolkit) idiom; "
+        "test_container_build_aarch64.py builds the 3.13 row of the stand-in policy through build_row",
     ),
     "release --rehearsal --policy examples/lazysaxpy/rows.toml": _covered(
         "test_examples_release.py", '"--rehearsal"', '"--policy"', '"lazysaxpy"', why="with --allow-dirty"

@@ -15,14 +15,14 @@ from release.wheelbuild.host.cross import (
     CrossTarget,
     config_settings,
     cross_env,
-    link_diagnosis,
     linked_requirement_problem,
-    meson_cross_text,
     nvcc_profile,
     runtime_pin,
     sysconfig_name,
     target_sysconfig,
 )
+from release.wheelbuild.host.link_check import link_diagnosis
+from release.wheelbuild.host.meson_cross import meson_cross_text
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = rows_by_id(ROOT / "rows.toml")

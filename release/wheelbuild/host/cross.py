@@ -61,6 +61,7 @@ from release.wheelbuild.host.cmake_toolchain import (
 )
 from release.wheelbuild.host.driver_stub import STUB_NAME, ensure_driver_stub
 from release.wheelbuild.host.link_check import link_diagnosis
+from release.wheelbuild.host.meson_cross import meson_cross_text, write_meson_cross
 from release.wheelbuild.repair.contract import requirement_text
 from release.wheelbuild.toolchain import Toolchain
 
@@ -148,29 +149,6 @@ def cross_env(target: CrossTarget) -> dict[str, str]:
     if target.cmake_toolchain is not None:
         values.update(toolchain_env(target.cmake_toolchain))
     return values
-
-
-def meson_cross_text(arch: str, triplet: str, cc: Path, cxx: Path, nvcc: Path | None) -> str:
-    """A meson cross file for the target: without one meson takes the cross compilers for native
-    ones and stops when the programs they make do not run here ("Executables created by c compiler
-    ... are not runnable"); with one it builds for ``host_machine`` and runs nothing it compiled."""
-    tools = {"c": str(cc), "cpp": str(cxx), "ar": str(cc.with_name(f"{triplet}-ar"))}
-    tools["strip"] = str(cc.with_name(f"{triplet}-strip"))
-    if nvcc is not None:
-        tools["cuda"] = str(nvcc)
-    binaries = "".join(f"{k} = {_meson_str(v)}\n" for k, v in tools.items())
-    cpu = _cpu(arch)
-    return (
-        "# wheelwright: the target of a cross build (release/wheelbuild/host/cross.py)\n"
-        f"[binaries]\n{binaries}\n"
-        "[host_machine]\nsystem = 'linux'\n"
-        f"cpu_family = {_meson_str(cpu.meson_cpu_family)}\ncpu = {_meson_str(cpu.meson_cpu)}\n"
-        f"endian = {_meson_str('little' if cpu.little_endian else 'big')}\n"
-    )
-
-
-def _meson_str(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def config_settings(backend_name: str, target: CrossTarget | None) -> dict[str, str]:
@@ -492,17 +470,3 @@ def prepare_cross(
         arch, _cpu(arch).triplet, cc, cxx, sysdir, sysconfig_name(arch), home, meson, toolchain_file
     )
     return target, cross_tc
-
-
-def write_meson_cross(text: str, arch: str, cache_dir: Path) -> Path:
-    """``text`` as a meson cross file in the cache (named by its hash, made once)."""
-    key = hashlib.sha256(text.encode()).hexdigest()[:16]
-    final = cache_dir / "cross" / arch / f"meson-{key}"
-
-    def fill(tmp: Path) -> None:
-        (tmp / "cross.ini").write_text(text, encoding="utf-8")
-
-    install_once(
-        final, ready=lambda f: (f / "cross.ini").is_file(), fill=fill, holder=f"the {arch} meson cross file"
-    )
-    return final / "cross.ini"
