@@ -151,17 +151,23 @@ def test_a_toolchain_naming_no_folders_fails_closed(tmp_path: Path) -> None:
 PY311 = TargetPython("3.11", "cpython-311-aarch64-linux-gnu")
 
 
-def test_the_toolchain_wraps_find_package_once_for_the_rows_python_only_when_given_one() -> None:
-    assert "find_package" not in _text()
-    text = toolchain_text(
+def _cpu_row_text(python: TargetPython | None = None, emulator: Path | None = None) -> str:
+    """A CPU row's toolchain (no CUDA home, no sysroot) with the row's Python or an emulator."""
+    return toolchain_text(
         "aarch64",
         cc=Path("/usr/bin/aarch64-linux-gnu-gcc"),
         cxx=Path("/usr/bin/aarch64-linux-gnu-g++"),
         sysroot=None,
         cuda_home=None,
         cuda_target=None,
-        python=PY311,
+        python=python,
+        emulator=emulator,
     )
+
+
+def test_the_toolchain_wraps_find_package_once_for_the_rows_python_only_when_given_one() -> None:
+    assert "find_package" not in _text()
+    text = _cpu_row_text(python=PY311)
     lines = text.splitlines()
     assert 'set(WHEELWRIGHT_PYTHON_SOABI "cpython-311-aarch64-linux-gnu")' in lines
     assert 'set(WHEELWRIGHT_PYTHON_VERSION "3.11")' in lines
@@ -251,15 +257,7 @@ Call Stack (most recent call first):
 
 def test_the_emulator_is_named_only_where_the_targets_programs_run_here() -> None:
     assert "CMAKE_CROSSCOMPILING_EMULATOR" not in _text()
-    text = toolchain_text(
-        "aarch64",
-        cc=Path("/usr/bin/aarch64-linux-gnu-gcc"),
-        cxx=Path("/usr/bin/aarch64-linux-gnu-g++"),
-        sysroot=None,
-        cuda_home=None,
-        cuda_target=None,
-        emulator=Path("/usr/bin/env"),
-    )
+    text = _cpu_row_text(emulator=Path("/usr/bin/env"))
     assert 'set(CMAKE_CROSSCOMPILING_EMULATOR "/usr/bin/env")' in text.splitlines()
 
 
