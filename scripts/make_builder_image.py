@@ -373,12 +373,16 @@ def _install_pins(
         [sys.executable, "-m", "pip", *PIP_DOWNLOAD, mm, *platforms, "--dest", str(wheels), *pins],
         env={**env, **NO_PIP_CONFIG},
     )
-    pip_wheels = sorted(wheels.glob("pip-*.whl"))
-    if pip_wheels:  # pip installs itself and the rest from its pinned wheel: a venv made without pip has none
-        runner = [target, f"/tmp/wheels/{mm}/{pip_wheels[0].name}/pip"]
-    else:
-        runner = [python, "-m", "pip", "--python", target]
-    _chroot(root, *runner, *PIP_OFFLINE, f"/tmp/wheels/{mm}", *pins)
+    pip_pins = [p for p in pins if p.split("==")[0].strip().lower() == "pip"]
+    if python == target and pip_pins and not (root / python.lstrip("/")).with_name("pip").exists():
+        # a venv of Debian's interpreter is made without pip (ensurepip would install the suite's own
+        # older pip under emulation first, and a privately unpacked Python's suite wheel is another
+        # Python's): pip installs itself from its pinned wheel, run from the wheel once, then the rest
+        (wheel,) = sorted(wheels.glob("pip-*.whl"))
+        _chroot(
+            root, python, f"/tmp/wheels/{mm}/{wheel.name}/pip", *PIP_OFFLINE, f"/tmp/wheels/{mm}", *pip_pins
+        )
+    _chroot(root, python, "-m", "pip", "--python", target, *PIP_OFFLINE, f"/tmp/wheels/{mm}", *pins)
 
 
 def _lay_cuda(inputs: Inputs, root: Path, env: Mapping[str, str]) -> None:
@@ -451,8 +455,10 @@ def make_rootfs(inputs: Inputs, root: Path, debs: Path, env: Mapping[str, str]) 
     for py in (*inputs.pythons, *([inputs.helper] if inputs.helper else [])):
         if py.suite is not None:  # Debian's interpreter of another suite, with its own C library
             _unpack_private_python(py, root, inputs.platform, patchelf, env)
-        elif py.prefix == Path("/usr"):  # Debian's own interpreter (another CPU's image): a venv of it
-            _chroot(root, f"/usr/bin/python{py.version}", "-m", "venv", py.internal)
+        elif py.prefix == Path(
+            "/usr"
+        ):  # Debian's own interpreter (another CPU's image): a venv of it, pip after
+            _chroot(root, f"/usr/bin/python{py.version}", "-m", "venv", "--without-pip", py.internal)
         else:
             _copy_python(py, root, patchelf)
             continue
