@@ -138,6 +138,23 @@ def _runtime_lines(
     return lines, ok, runtimes[0] if runtimes else None
 
 
+def driver_import_note(error: str) -> str | None:
+    """What an import that failed for want of the CUDA driver means, or None for another failure. Pure.
+
+    A package that links the driver itself (``CUDA::cuda_driver``, ``-lcuda``) names ``libcuda.so.1`` in
+    NEEDED, so it imports only where an NVIDIA driver is installed: not on a CPU-only CI machine. The
+    smoke cannot verify such a row there and fails, closed; this says why and what verifies it."""
+    if "libcuda.so.1" not in error or "cannot open shared object file" not in error:
+        return None
+    return (
+        "- the import needs the CUDA driver (libcuda.so.1), which this machine does not have: the package "
+        "links the driver itself (CUDA::cuda_driver, -lcuda), so it imports only where an NVIDIA driver is "
+        "installed. Smoke-test this row on a GPU machine (the smoke step there, with --wheelhouse: "
+        "docs/gpu-smoke.md), or load the driver on first use (dlopen, as PyTorch and CuPy do) so the "
+        "package imports anywhere"
+    )
+
+
 def judge_check(result: object, project: Project | None) -> tuple[bool, str]:
     """The check's result against the CPU reference: exact unless the project sets
     ``atol``/``rtol``; then ``max_abs_diff <= atol + rtol * max_abs_reference``. Pure."""
@@ -195,10 +212,15 @@ def evaluate(
         for member, cpu in other_cpu
     ]
     if probe.get("import") != "ok":
+        note = driver_import_note(str(probe.get("import")))
         return Outcome(
             False,
             False,
-            (f"✗ import failed in a fresh venv: {probe.get('import')}", *cpu_lines),
+            (
+                f"✗ import failed in a fresh venv: {probe.get('import')}",
+                *([note] if note else []),
+                *cpu_lines,
+            ),
             None,
             None,
             dict(probe),

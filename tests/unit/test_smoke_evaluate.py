@@ -12,7 +12,7 @@ from release.core.errors import InputError
 from release.policy.load import load_policy
 from release.policy.matrix import Row, expand
 from release.policy.model import Project
-from release.smoke.evaluate import NO_CHECK, evaluate, judge_check
+from release.smoke.evaluate import NO_CHECK, driver_import_note, evaluate, judge_check
 from release.smoke.libraries import library_name, site_relative
 from release.smoke.run import DEFAULT_PROBE_TIMEOUT_S, PROBE_TIMEOUT_VAR, install_args, probe_timeout
 
@@ -267,3 +267,18 @@ def test_a_check_that_names_no_device_is_not_said_to_run_on_none() -> None:
     assert ok and line == "✓ check computation ran: max |diff| vs CPU reference = 0"
     ok, line = judge_check({"max_abs_diff": 0.0, "device": "cuda:0"}, None)
     assert ok and line == "✓ check computation ran on cuda:0: max |diff| vs CPU reference = 0"
+
+
+# seen here (no NVIDIA driver) for idiom (g), tests/fixtures/idioms/driver_target, which links CUDA::cuda_driver
+DRIVER_IMPORT_ERROR = "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory"
+
+
+def test_an_import_that_needs_the_missing_driver_fails_saying_why_and_what_verifies_it() -> None:
+    note = driver_import_note(DRIVER_IMPORT_ERROR)
+    assert note is not None and note.startswith("- the import needs the CUDA driver (libcuda.so.1)")
+    assert "GPU machine" in note and "dlopen" in note
+
+
+def test_must_fail_another_import_error_gets_no_driver_note() -> None:
+    assert driver_import_note("ImportError: libcudart.so.13: cannot open shared object file") is None
+    assert driver_import_note("ModuleNotFoundError: No module named 'idiom_driver._core'") is None
