@@ -40,8 +40,6 @@ from release.core.nvcc import dryrun as nvcc_dryrun
 from release.core.pip import pip_install_target
 from release.policy.matrix import Row
 from release.policy.trains import NVCC_PACKAGE, pypi_nvcc_version
-from release.resources.cpus import host_arch
-from release.wheelbuild.host.driver_stub import STUB_NAME, ensure_driver_stub
 from release.wheelbuild.host.math_libs import ensure_math_libs, math_packages, math_pins
 
 ToolchainSource = Literal["cuda_home", "host", "pypi"]
@@ -65,8 +63,8 @@ class Toolchain:
     installed: bool = True  # False only in a dry-run plan of a PyPI toolchain not cached yet
     # the CUDA math libraries the train declares, for the row's CPU (release.wheelbuild.host.math_libs)
     math_libs: Path | None = None
-    # a folder holding a link stub of the driver (libcuda.so) when the toolkit has none, as the PyPI
-    # wheels do not (release.wheelbuild.host.driver_stub): CUDA::cuda_driver and -lcuda find it
+    # a folder holding a link stub of the driver (libcuda.so) for a native host build whose toolkit has
+    # none, as the PyPI wheels do not (release.wheelbuild.host.driver_stub): -lcuda, CUDA::cuda_driver
     driver_stub: Path | None = None
 
     @property
@@ -232,37 +230,12 @@ def resolve_toolchain(
     libraries the train declares come with it, for the row's CPU (a dry run checks their pins only).
     """
     toolchain = _resolve(row, env=env, cache_dir=cache_dir, install=install)
-    if toolchain is None or not install:
-        if toolchain is not None and math_packages(row):
-            math_pins(row)  # an unpinned one stops the plan too
+    if toolchain is None or not math_packages(row):
         return toolchain
-    if math_packages(row):
-        toolchain = replace(toolchain, math_libs=ensure_math_libs(row, cache_dir, env))
-    return with_driver_stub(toolchain, cache_dir, env)
-
-
-def has_driver_stub(cuda_home: Path) -> bool:
-    """Whether a toolkit carries the driver's link stub where FindCUDAToolkit looks for it."""
-    folders = [cuda_home / "lib64", cuda_home / "lib", *sorted(cuda_home.glob("targets/*/lib"))]
-    return any((f / "stubs" / STUB_NAME).exists() or (f / STUB_NAME).exists() for f in folders)
-
-
-def with_driver_stub(toolchain: Toolchain, cache_dir: Path, env: Mapping[str, str]) -> Toolchain:
-    """``toolchain`` with a link stub of the driver made for this machine's CPU from its own
-    ``cuda.h``, where the toolkit has none (the pinned PyPI toolchain, a minimal toolkit); unchanged
-    where it has one, or where no C compiler or ``cuda.h`` is here to make it (the build says why)."""
-    home = toolchain.cuda_home
-    if has_driver_stub(home):
+    if not install:
+        math_pins(row)  # an unpinned one stops the plan too
         return toolchain
-    includes = [home / "include", *sorted(home.glob("targets/*/include"))]
-    include = next((i for i in includes if (i / "cuda.h").is_file()), None)
-    try:
-        cc = Path(proc.which("gcc", path=env.get("PATH")))
-    except ToolError:
-        return toolchain
-    if include is None:
-        return toolchain
-    return replace(toolchain, driver_stub=ensure_driver_stub(include, cc, host_arch(), cache_dir))
+    return replace(toolchain, math_libs=ensure_math_libs(row, cache_dir, env))
 
 
 def _resolve(row: Row, *, env: Mapping[str, str], cache_dir: Path, install: bool) -> Toolchain | None:

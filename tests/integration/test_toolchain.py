@@ -137,10 +137,7 @@ def test_host_nvcc_of_the_train_is_used_with_its_real_home(tmp_path: Path) -> No
     # /usr/local/bin/nvcc may be a wrapper script: the home is where nvcc really lives
     assert (tc.cuda_home / "bin" / "nvcc").is_file() and tc.nvcc == tc.cuda_home / "bin" / "nvcc"
     assert (tc.lib_dir / "libcudart.so.13").exists()
-    # nothing is installed when the host has the train; the one thing made is the driver's link stub,
-    # from the host toolkit's own cuda.h (it has none: release/wheelbuild/host/driver_stub.py)
-    assert {p.name for p in tmp_path.iterdir()} <= {"cuda-driver-stub"}
-    assert tc.driver_stub is None or (tc.driver_stub / "libcuda.so").is_file()
+    assert not any(tmp_path.iterdir()), "nothing is installed when the host has the train"
 
 
 @needs_host_nvcc

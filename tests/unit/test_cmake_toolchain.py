@@ -89,13 +89,13 @@ def _library(folder: Path, name: str, compiler: str, *, static: bool = False) ->
     src.write_text("int cudaRuntimeGetVersion(int *v) { *v = 13000; return 0; }\n", encoding="utf-8")
     if static:
         obj = folder / f"{name}.o"
-        subprocess.run([compiler, "-c", "-fPIC", str(src), "-o", str(obj)], check=True)
+        subprocess.run([compiler, "-c", "-fPIC", str(src), "-o", str(obj)], check=True, timeout=120)
         out = folder / f"lib{name}.a"
-        subprocess.run(["ar", "rcs", str(out), str(obj)], check=True)
+        subprocess.run(["ar", "rcs", str(out), str(obj)], check=True, timeout=120)
         obj.unlink()
     else:
         out = folder / f"lib{name}.so.13"
-        subprocess.run([compiler, "-shared", "-fPIC", str(src), "-o", str(out)], check=True)
+        subprocess.run([compiler, "-shared", "-fPIC", str(src), "-o", str(out)], check=True, timeout=120)
         (folder / f"lib{name}.so").symlink_to(out.name)
     src.unlink()
     return out
@@ -219,8 +219,9 @@ def _built_modules(tmp_path: Path, python: TargetPython | None) -> list[str]:
         ["cmake", "-S", src, "-B", build, f"-DCMAKE_TOOLCHAIN_FILE={toolchain}", *hints],
         check=True,
         capture_output=True,
+        timeout=300,
     )
-    subprocess.run(["cmake", "--build", build], check=True, capture_output=True)
+    subprocess.run(["cmake", "--build", build], check=True, capture_output=True, timeout=300)
     return sorted(p.name for p in build.glob("_core*"))
 
 

@@ -3,6 +3,7 @@ stub compiled from this machine's toolkit's cuda.h, read back as an ELF file."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -11,11 +12,14 @@ import pytest
 from release.binary.elf import read_elf
 from release.core.errors import ToolError
 from release.wheelbuild.host.driver_stub import (
+    MAX_HEADER_BYTES,
     SONAME,
     STUB_NAME,
     driver_functions,
     ensure_driver_stub,
+    has_driver_stub,
     header_functions,
+    native_driver_stub,
     stub_source,
 )
 
@@ -82,3 +86,43 @@ def test_must_fail_a_cuda_h_that_is_not_the_driver_apis_is_refused(tmp_path: Pat
 def test_must_fail_no_cuda_h_names_the_folder(tmp_path: Path) -> None:
     with pytest.raises(ToolError, match=f"no cuda.h under {tmp_path}"):
         ensure_driver_stub(tmp_path, Path("gcc"), "x86_64", tmp_path)
+
+
+# --------------------------------------------------------------------------- a native toolkit's stub
+
+
+def _toolkit(root: Path, *, stub: str | None) -> Path:
+    """A toolkit folder with this machine's cuda.h, and a stub at ``stub`` (relative) or none."""
+    (root / "include").mkdir(parents=True)
+    shutil.copyfile(HOST_INCLUDE / "cuda.h", root / "include" / "cuda.h")
+    if stub is not None:
+        (root / stub).parent.mkdir(parents=True)
+        (root / stub).write_bytes(b"\x7fELF")
+    return root
+
+
+@pytest.mark.parametrize(
+    "where", ["lib64/stubs/libcuda.so", "lib/stubs/libcuda.so", "targets/x86_64-linux/lib/stubs/libcuda.so"]
+)
+def test_a_toolkit_with_its_own_stub_gets_none_made(tmp_path: Path, where: str) -> None:
+    """Must-not-make: the toolkit's own stub is the one its builds link, wherever a toolkit keeps it."""
+    home = _toolkit(tmp_path / "cuda", stub=where)
+    assert has_driver_stub(home)
+    assert native_driver_stub(home, tmp_path / "cache", os.environ) is None
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_toolkit_without_one_gets_a_stub_from_its_own_cuda_h(tmp_path: Path) -> None:
+    home = _toolkit(tmp_path / "cuda", stub=None)
+    assert not has_driver_stub(home)
+    folder = native_driver_stub(home, tmp_path / "cache", os.environ)
+    assert folder is not None and read_elf(folder / STUB_NAME).soname == SONAME
+
+
+def test_must_fail_a_header_past_the_cap_is_not_read(tmp_path: Path) -> None:
+    include = tmp_path / "include"
+    include.mkdir()
+    with (include / "cuda.h").open("wb") as f:
+        f.truncate(MAX_HEADER_BYTES + 1)
+    with pytest.raises(ToolError, match="not a CUDA driver header"):
+        ensure_driver_stub(include, Path("gcc"), "x86_64", tmp_path / "cache")

@@ -12,6 +12,7 @@ import release.wheelbuild.host.frontend
 from release.core.log import say
 from release.wheelbuild.host.backend import HostJob, build_host
 from release.wheelbuild.host.cross import config_settings, prepare_cross
+from release.wheelbuild.host.driver_stub import native_driver_stub
 from release.wheelbuild.host.isolated import ensure_build_env
 from release.wheelbuild.host.stage import source_dir
 from release.wheelbuild.job import BuildSetup, source_date_epoch
@@ -66,6 +67,11 @@ def build(setup: BuildSetup, work: Path, patchelf: Path) -> BuiltWheel:
         settings = tuple(config_settings(s.system.backend_name, cross).items())
         s = dataclasses.replace(s, toolchain=toolchain, config_settings=settings)
         say(row.id, cross.describe())
+    elif (
+        s.toolchain is not None
+    ):  # a cross home carries the target's driver stub; a native toolkit may lack one
+        stub = native_driver_stub(s.toolchain.cuda_home, s.cache_dir, s.base)
+        s = dataclasses.replace(s, toolchain=dataclasses.replace(s.toolchain, driver_stub=stub))
     assert s.python is not None and s.env is not None and s.system is not None
     job = HostJob(
         **s.row_job(),

@@ -440,8 +440,8 @@ def prepare_cross(
     home: Path | None = None
     if toolchain is not None:
         home = cross_cuda_home(row, toolchain, (cc, cxx), cache_dir, env)
-        cross_tc = dataclasses.replace(  # the cross home holds the target's driver stub; not this machine's
-            toolchain, cuda_home=home, nvcc=home / "bin" / "nvcc", lib_dir=home / "lib", driver_stub=None
+        cross_tc = dataclasses.replace(
+            toolchain, cuda_home=home, nvcc=home / "bin" / "nvcc", lib_dir=home / "lib"
         )
     meson = write_meson_cross(
         meson_cross_text(arch, _cpu(arch).triplet, cc, cxx, None if home is None else home / "bin" / "nvcc"),

@@ -25,19 +25,27 @@ per-thread forms of OpenGL calls a macro makes. The stub
 serves the linker only: the wheel names ``libcuda.so.1`` in NEEDED, which the audit holds to the
 driver the system installs (release/audit/checks/loader.py), and nothing of the stub is packed.
 
-:func:`driver_functions` and :func:`stub_source` are pure; :func:`ensure_driver_stub` compiles once
-into the cache.
+Where it goes: a cross CUDA_HOME, which wheelwright makes, carries it where a toolkit keeps it
+(``targets/<arch>-linux/lib/stubs``, :mod:`release.wheelbuild.host.cross`); a native host build whose
+toolkit has none (the pinned PyPI toolchain, a minimal toolkit, which wheelwright does not change)
+gets it on ``LIBRARY_PATH`` and ``CMAKE_LIBRARY_PATH`` (:func:`native_driver_stub`). The host backend
+asks for one or the other by the row's route.
+
+:func:`driver_functions`, :func:`header_functions` and :func:`stub_source` are pure;
+:func:`ensure_driver_stub` compiles once into the cache.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from release.core import proc
 from release.core.errors import ToolError
 from release.core.locks import install_once
+from release.resources.cpus import host_arch
 from release.resources.cuda import cuda
 
 STUB_NAME = "libcuda.so"
@@ -57,6 +65,7 @@ API_FORMS: tuple[tuple[str, ...], ...] = (
 )
 # cuda.h declares well over 400 functions; fewer means the header was not the driver API's
 MIN_FUNCTIONS = 100
+MAX_HEADER_BYTES = 16 * 1024 * 1024  # cuda.h is about 1 MB; a header past this is not read
 
 
 def driver_functions(preprocessed: str) -> tuple[str, ...]:
@@ -87,6 +96,11 @@ def ensure_driver_stub(include: Path, cc: Path, arch: str, cache_dir: Path) -> P
     others = [
         include / name for name in sorted(cuda().driver_headers - {"cuda.h"}) if (include / name).is_file()
     ]
+    for path in (header, *others):
+        if (size := path.stat().st_size) > MAX_HEADER_BYTES:
+            raise ToolError(
+                f"{path} is {size} bytes: not a CUDA driver header (at most {MAX_HEADER_BYTES} read)"
+            )
     digest = hashlib.sha256(f"{LAYOUT}\0{arch}\0{cc}\0".encode())
     for path in (header, *others):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
@@ -126,3 +140,24 @@ def ensure_driver_stub(include: Path, cc: Path, arch: str, cache_dir: Path) -> P
         holder=f"the {arch} CUDA driver link stub",
     )
     return final
+
+
+def has_driver_stub(cuda_home: Path) -> bool:
+    """Whether a toolkit carries the driver's link stub where FindCUDAToolkit looks for it."""
+    folders = [cuda_home / "lib64", cuda_home / "lib", *sorted(cuda_home.glob("targets/*/lib"))]
+    return any((f / "stubs" / STUB_NAME).exists() or (f / STUB_NAME).exists() for f in folders)
+
+
+def native_driver_stub(cuda_home: Path, cache_dir: Path, env: Mapping[str, str]) -> Path | None:
+    """The stub folder a native host build puts on its search paths: None where the toolkit at
+    ``cuda_home`` has its own stub, or where no ``cuda.h`` or C compiler is here to make one (then
+    ``CUDA::cuda_driver`` is not found, as without wheelwright)."""
+    if has_driver_stub(cuda_home):
+        return None
+    includes = [cuda_home / "include", *sorted(cuda_home.glob("targets/*/include"))]
+    include = next((i for i in includes if (i / "cuda.h").is_file()), None)
+    try:
+        cc = Path(proc.which("gcc", path=env.get("PATH")))
+    except ToolError:
+        return None
+    return None if include is None else ensure_driver_stub(include, cc, host_arch(), cache_dir)
