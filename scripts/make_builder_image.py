@@ -314,6 +314,23 @@ def _copy_python(src: PythonSource, root: Path, patchelf: str) -> None:
     (root / "opt/python" / src.tag).symlink_to(f"../_internal/cpython-{src.version}")
 
 
+def _multiarch_include(triplet: str, version: str) -> Path:
+    """Where Debian's ``Python.h`` includes the interpreter's own ``pyconfig.h`` from (relative)."""
+    return Path("usr/include") / triplet / f"python{version}"
+
+
+def private_python_problem(root: Path, triplet: str, version: str) -> str | None:
+    """What an unpacked Debian root lacks to be an image's Python (its interpreter, its multiarch
+    ``pyconfig.h``), or None. Reads the folder only."""
+    for need, package in (
+        (Path("usr/bin") / f"python{version}", f"python{version}-minimal"),
+        (_multiarch_include(triplet, version) / "pyconfig.h", DEBIAN_LIBPYTHON_DEV.format(v=version)),
+    ):
+        if not (root / need).is_file():
+            return f"no {need} in it (is {package} in its packages?)"
+    return None
+
+
 def _unpack_private_python(
     py: PythonSource, root: Path, arch: str, patchelf: str, env: Mapping[str, str]
 ) -> None:
@@ -326,6 +343,8 @@ def _unpack_private_python(
     assert py.private_root is not None
     recipe = _private_recipe(py.version, arch)
     sysroot = ensure_sysroot(recipe, default_cache_dir(env))
+    if problem := private_python_problem(sysroot.root, recipe.triplet, py.version):
+        raise StepFailed(f"{recipe.name}: {problem}")
     dest = root / py.private_root.lstrip("/")
     shutil.copytree(sysroot.root, dest, symlinks=True)
     binary = dest / "usr" / "bin" / f"python{py.version}"
@@ -333,11 +352,7 @@ def _unpack_private_python(
     libs = f"{py.private_root}/usr/lib/{recipe.triplet}:{py.private_root}/usr/lib"
     proc.run([patchelf, "--set-interpreter", f"{py.private_root}{old_loader}", binary])
     proc.run([patchelf, "--force-rpath", "--set-rpath", libs, binary])
-    multiarch = Path("usr/include") / recipe.triplet / f"python{py.version}"
-    if not (dest / multiarch / "pyconfig.h").is_file():
-        raise StepFailed(
-            f"{recipe.name}: no {multiarch}/pyconfig.h (is {DEBIAN_LIBPYTHON_DEV.format(v=py.version)} in it?)"
-        )
+    multiarch = _multiarch_include(recipe.triplet, py.version)
     (root / multiarch).parent.mkdir(parents=True, exist_ok=True)
     (root / multiarch).symlink_to(f"{py.private_root}/{multiarch}")
     _chroot(root, f"{py.private_root}/usr/bin/python{py.version}", "-m", "venv", "--without-pip", py.internal)

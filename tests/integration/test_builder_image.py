@@ -435,3 +435,19 @@ def test_the_plan_job_passes_when_every_builder_image_exists(tmp_path: Path) -> 
     assert {"cp312-manylinux_x86_64", "cp313-manylinux_aarch64"} <= set(offered["identifiers"])
     for image in ALL_IMAGES:
         assert f"✓ {image} exists" in result.stdout
+
+
+def test_an_unpacked_root_without_the_pythons_pyconfig_is_refused_naming_its_package(tmp_path: Path) -> None:
+    """Must-fail: Debian's Python.h includes <aarch64-linux-gnu/python3.13/pyconfig.h>, which only
+    libpython3.13-dev ships; a root without it would make an image whose 3.13 cannot build a module."""
+    (tmp_path / "usr/bin").mkdir(parents=True)
+    (tmp_path / "usr/bin/python3.13").write_bytes(b"\x7fELF")
+    problem = mbi.private_python_problem(tmp_path, "aarch64-linux-gnu", "3.13")
+    assert (
+        problem
+        == "no usr/include/aarch64-linux-gnu/python3.13/pyconfig.h in it (is libpython3.13-dev in its packages?)"
+    )
+    (tmp_path / "usr/include/aarch64-linux-gnu/python3.13").mkdir(parents=True)
+    (tmp_path / "usr/include/aarch64-linux-gnu/python3.13/pyconfig.h").write_text("#define X 1\n")
+    assert mbi.private_python_problem(tmp_path, "aarch64-linux-gnu", "3.13") is None
+    assert "python3.11-minimal" in (mbi.private_python_problem(tmp_path, "aarch64-linux-gnu", "3.11") or "")
